@@ -1,0 +1,227 @@
+//! The `CNI_*` environment: which variables each command requires, and the
+//! name rules that keep a container ID or interface name from becoming a path.
+
+use crate::error::{CniError, code};
+use std::path::PathBuf;
+
+/// A CNI command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Create an attachment.
+    Add,
+    /// Remove an attachment.
+    Del,
+    /// Verify an attachment.
+    Check,
+    /// Remove resources of attachments that are no longer valid.
+    Gc,
+    /// Report whether ADD can be served.
+    Status,
+    /// Report the supported versions.
+    Version,
+}
+
+impl Command {
+    /// Parses `CNI_COMMAND`; `None` for an unknown command.
+    pub fn parse(s: &str) -> Option<Command> {
+        Some(match s {
+            "ADD" => Command::Add,
+            "DEL" => Command::Del,
+            "CHECK" => Command::Check,
+            "GC" => Command::Gc,
+            "STATUS" => Command::Status,
+            "VERSION" => Command::Version,
+            _ => return None,
+        })
+    }
+
+    /// The `CNI_COMMAND` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Command::Add => "ADD",
+            Command::Del => "DEL",
+            Command::Check => "CHECK",
+            Command::Gc => "GC",
+            Command::Status => "STATUS",
+            Command::Version => "VERSION",
+        }
+    }
+}
+
+/// The variables the skel reads, in the order the reference reports them.
+pub(crate) const VARS: &[&str] = &[
+    "CNI_COMMAND",
+    "CNI_CONTAINERID",
+    "CNI_NETNS",
+    "CNI_IFNAME",
+    "CNI_ARGS",
+    "CNI_PATH",
+];
+
+/// Whether `var` must be set for `cmd` (`None` = an unknown command).
+pub(crate) fn required(var: &str, cmd: Option<Command>) -> bool {
+    use Command::*;
+    match var {
+        "CNI_COMMAND" => true,
+        "CNI_CONTAINERID" | "CNI_IFNAME" => matches!(cmd, Some(Add | Del | Check)),
+        "CNI_NETNS" => matches!(cmd, Some(Add | Check)),
+        "CNI_PATH" => matches!(cmd, Some(Add | Del | Check | Gc | Status)),
+        _ => false,
+    }
+}
+
+/// True for names matching `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`.
+pub fn valid_name(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    match bytes.next() {
+        Some(b) if b.is_ascii_alphanumeric() => {}
+        _ => return false,
+    }
+    bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// The reference's `ValidateContainerID` (code 4).
+pub fn validate_container_id(id: &str) -> Result<(), CniError> {
+    if id.is_empty() {
+        return Err(CniError::new(code::UNKNOWN_CONTAINER, "missing containerID", ""));
+    }
+    if !valid_name(id) {
+        return Err(CniError::new(
+            code::INVALID_ENV,
+            "invalid characters in containerID",
+            id,
+        ));
+    }
+    Ok(())
+}
+
+/// The reference's `ValidateInterfaceName` (code 4): 1–15 bytes, not `.` or
+/// `..`, no `/`, `:` or whitespace.
+pub fn validate_ifname(name: &str) -> Result<(), CniError> {
+    let err = |msg: &str, details: &str| Err(CniError::new(code::INVALID_ENV, msg, details));
+    if name.is_empty() {
+        return err("interface name is empty", "");
+    }
+    if name.len() > 15 {
+        return err(
+            "interface name is too long",
+            "interface name should be less than 16 characters",
+        );
+    }
+    if name == "." || name == ".." {
+        return err("interface name is . or ..", "");
+    }
+    if let Some(c) = name.chars().find(|c| *c == '/' || *c == ':' || c.is_whitespace()) {
+        return err(
+            "interface name contains / or : or whitespace characters",
+            &format!("{name:?} contains {c:?}"),
+        );
+    }
+    Ok(())
+}
+
+/// What the runtime passed: the environment and stdin.
+#[derive(Debug, Clone)]
+pub struct CmdArgs {
+    /// The command being run.
+    pub command: Command,
+    /// `CNI_CONTAINERID` (empty for GC and STATUS).
+    pub container_id: String,
+    /// `CNI_NETNS`; `None` when empty (DEL may omit it).
+    pub netns: Option<PathBuf>,
+    /// `CNI_IFNAME` (empty for GC and STATUS).
+    pub ifname: String,
+    /// Raw `CNI_ARGS`.
+    pub args: String,
+    /// `CNI_PATH`, split on `:`.
+    pub path: Vec<PathBuf>,
+    /// `CNI_NETNS_OVERRIDE` is `1` or `true`.
+    pub netns_override: bool,
+    /// The raw config bytes, kept for delegation.
+    pub stdin: Vec<u8>,
+    /// The common keys of the config.
+    pub conf: crate::conf::NetConf,
+}
+
+impl CmdArgs {
+    /// The config's `cniVersion` (`0.1.0` when missing).
+    pub fn cni_version(&self) -> &str {
+        self.conf.cni_version()
+    }
+
+    /// Parses the whole config into a plugin's own type.
+    pub fn parse_config<T: serde::de::DeserializeOwned>(&self) -> Result<T, CniError> {
+        serde_json::from_slice(&self.stdin).map_err(|e| {
+            CniError::new(
+                code::INVALID_NETWORK_CONFIG,
+                format!("failed to load netconf: {e}"),
+                "",
+            )
+        })
+    }
+
+    /// The `prevResult`, parsed in the config's version family.
+    pub fn prev_result(&self) -> Result<Option<crate::types::CniResult>, CniError> {
+        match &self.conf.prev_result {
+            None => Ok(None),
+            Some(v) => crate::types::CniResult::parse_prev(&serde_json::Value::Object(v.clone()), self.cni_version())
+                .map(Some)
+                .map_err(|e| e.context("failed to parse prevResult")),
+        }
+    }
+
+    /// Parsed `CNI_ARGS`, with only `known` keys allowed unless `IgnoreUnknown`.
+    pub fn cni_args(&self, known: &[&str]) -> Result<crate::args::CniArgs, CniError> {
+        crate::args::CniArgs::load(&self.args, known)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        for ok in ["a", "A1", "some-id_1.2", "0abc"] {
+            assert!(valid_name(ok), "{ok}");
+        }
+        for bad in ["", "-a", ".a", "_a", "a/b", "a b", "..", "a\0", "é"] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn container_ids() {
+        assert!(validate_container_id("abc-123").is_ok());
+        assert_eq!(validate_container_id("").unwrap_err().code, 3);
+        let e = validate_container_id("../x").unwrap_err();
+        assert_eq!((e.code, e.msg.as_str(), e.details.as_str()), (4, "invalid characters in containerID", "../x"));
+    }
+
+    #[test]
+    fn interface_names() {
+        for ok in ["eth0", "a", "123456789012345", "e.1", "net-1"] {
+            assert!(validate_ifname(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "1234567890123456", "a/b", "a:b", "a b", "a\tb", "a\nb"] {
+            assert_eq!(validate_ifname(bad).unwrap_err().code, 4, "{bad:?}");
+        }
+        assert_eq!(validate_ifname("1234567890123456").unwrap_err().msg, "interface name is too long");
+    }
+
+    #[test]
+    fn requirements_per_command() {
+        use Command::*;
+        assert!(required("CNI_NETNS", Some(Add)));
+        assert!(!required("CNI_NETNS", Some(Del)));
+        assert!(!required("CNI_CONTAINERID", Some(Gc)));
+        assert!(required("CNI_PATH", Some(Status)));
+        assert!(!required("CNI_PATH", Some(Version)));
+        assert!(required("CNI_COMMAND", None));
+        assert!(!required("CNI_PATH", None));
+        for c in ["ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION"] {
+            assert_eq!(Command::parse(c).unwrap().as_str(), c);
+        }
+        assert!(Command::parse("add").is_none());
+    }
+}

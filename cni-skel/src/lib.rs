@@ -1,0 +1,309 @@
+//! The CNI protocol for rcni plugins: reads the `CNI_*` environment and the
+//! config on stdin, negotiates the spec version, dispatches to a [`Plugin`],
+//! and prints exactly one result or error on stdout.
+//!
+//! This crate knows nothing of netlink or namespaces beyond the netns
+//! self-check, so plugins that need no kernel access stay small.
+
+pub mod args;
+pub mod conf;
+pub mod delegate;
+pub mod env;
+pub mod error;
+pub mod logger;
+pub mod types;
+pub mod version;
+
+pub use conf::NetConf;
+pub use env::{CmdArgs, Command};
+pub use error::{CniError, Context};
+pub use types::{CniResult, Dns, Interface, IpConfig, Route};
+
+use error::code;
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use version::Version;
+
+/// What a command hands back to the skel to print.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Print nothing (DEL, CHECK, GC, STATUS).
+    Nothing,
+    /// Print this result converted to the config's version.
+    Result(CniResult),
+    /// Print this text verbatim and exit with `exit` (the noop test plugin).
+    Raw {
+        /// Text for stdout.
+        stdout: String,
+        /// Exit status.
+        exit: u8,
+    },
+}
+
+impl From<CniResult> for Output {
+    fn from(r: CniResult) -> Self {
+        Output::Result(r)
+    }
+}
+
+/// A command's outcome.
+pub type CmdResult = Result<Output, CniError>;
+
+/// A CNI plugin: one method per command.
+pub trait Plugin {
+    /// The about text printed to stderr when `CNI_COMMAND` is empty.
+    fn about(&self) -> String;
+    /// The spec versions this plugin accepts, exactly.
+    fn supported_versions(&self) -> Vec<String> {
+        version::ALL.iter().map(|v| v.to_string()).collect()
+    }
+    /// ADD.
+    fn add(&self, args: &CmdArgs) -> CmdResult;
+    /// DEL.
+    fn del(&self, args: &CmdArgs) -> CmdResult;
+    /// CHECK.
+    fn check(&self, args: &CmdArgs) -> CmdResult;
+    /// GC; nothing to collect by default.
+    fn gc(&self, _args: &CmdArgs) -> CmdResult {
+        Ok(Output::Nothing)
+    }
+    /// STATUS; available by default.
+    fn status(&self, _args: &CmdArgs) -> CmdResult {
+        Ok(Output::Nothing)
+    }
+}
+
+/// What the process prints and how it exits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Text for stdout.
+    pub stdout: String,
+    /// Text for stderr.
+    pub stderr: String,
+    /// Exit status.
+    pub exit: u8,
+}
+
+/// Runs `plugin` against the process environment and stdin, prints the
+/// outcome and returns the exit status. Only `main` should call this.
+pub fn run(plugin: &dyn Plugin) -> ExitCode {
+    run_with_stdin(plugin, Box::new(std::io::stdin()))
+}
+
+/// As [`run`], with stdin supplied by the caller (a plugin that had to read
+/// it before the skel, as the noop test plugin does).
+pub fn run_with_stdin(plugin: &dyn Plugin, stdin: Box<dyn Read>) -> ExitCode {
+    logger::init();
+    install_panic_hook();
+    let outcome = dispatch(plugin, &|k| std::env::var(k).ok(), stdin);
+    // Nobody may be reading; a broken pipe is not worth a panic.
+    let _ = std::io::stderr().lock().write_all(outcome.stderr.as_bytes());
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(outcome.stdout.as_bytes());
+    let _ = out.flush();
+    ExitCode::from(outcome.exit)
+}
+
+/// A panic, which the lints keep out of plugin code, still answers with a
+/// CNI error (code 999) and exit status 1.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = match info.payload().downcast_ref::<&str>() {
+            Some(s) => s.to_string(),
+            None => info
+                .payload()
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_default(),
+        };
+        let at = info.location().map(|l| l.to_string()).unwrap_or_default();
+        let e = CniError::new(code::INTERNAL, format!("internal error: {msg}"), at);
+        let _ = std::io::stdout().lock().write_all(e.to_json(version::CURRENT).as_bytes());
+        std::process::exit(1);
+    }));
+}
+
+fn fail(e: CniError, version: &str) -> Outcome {
+    Outcome {
+        stdout: e.to_json(version),
+        stderr: String::new(),
+        exit: 1,
+    }
+}
+
+/// The whole protocol, free of process I/O so it can be tested directly.
+pub fn dispatch(
+    plugin: &dyn Plugin,
+    getenv: &dyn Fn(&str) -> Option<String>,
+    mut stdin: Box<dyn Read>,
+) -> Outcome {
+    let var = |k: &str| getenv(k).unwrap_or_default();
+    let cmd_text = var("CNI_COMMAND");
+    let supported = plugin.supported_versions();
+    if cmd_text.is_empty() {
+        return Outcome {
+            stdout: String::new(),
+            stderr: format!(
+                "{}\nCNI protocol versions supported: {}\n",
+                plugin.about(),
+                supported.join(", ")
+            ),
+            exit: 0,
+        };
+    }
+    let cmd = Command::parse(&cmd_text);
+    let missing: Vec<&str> = env::VARS
+        .iter()
+        .copied()
+        .filter(|v| env::required(v, cmd) && var(v).is_empty())
+        .collect();
+    if !missing.is_empty() {
+        let e = CniError::new(
+            code::INVALID_ENV,
+            format!("required env variables [{}] missing", missing.join(",")),
+            "",
+        );
+        return fail(e, version::CURRENT);
+    }
+    if cmd == Some(Command::Version) {
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Info<'a> {
+            cni_version: &'a str,
+            supported_versions: &'a [String],
+        }
+        let info = Info {
+            cni_version: version::CURRENT,
+            supported_versions: &supported,
+        };
+        let line = serde_json::to_string(&info).unwrap_or_default();
+        return Outcome {
+            stdout: line + "\n",
+            stderr: String::new(),
+            exit: 0,
+        };
+    }
+
+    let mut raw = Vec::new();
+    if let Err(e) = stdin.read_to_end(&mut raw) {
+        let e = CniError::new(code::IO_FAILURE, format!("error reading from stdin: {e}"), "");
+        return fail(e, version::CURRENT);
+    }
+    let conf = match conf::parse(&raw) {
+        Ok(c) => c,
+        Err(e) => return fail(e, version::CURRENT),
+    };
+    let ver = conf.cni_version().to_string();
+    let Some(cmd) = cmd else {
+        let e = CniError::new(code::INVALID_ENV, format!("unknown CNI_COMMAND: {cmd_text}"), "");
+        return fail(e, &ver);
+    };
+    let args = CmdArgs {
+        command: cmd,
+        container_id: var("CNI_CONTAINERID"),
+        netns: Some(var("CNI_NETNS")).filter(|s| !s.is_empty()).map(Into::into),
+        ifname: var("CNI_IFNAME"),
+        args: var("CNI_ARGS"),
+        path: var("CNI_PATH")
+            .split(':')
+            .filter(|s| !s.is_empty())
+            .map(Into::into)
+            .collect(),
+        netns_override: matches!(var("CNI_NETNS_OVERRIDE").to_ascii_lowercase().as_str(), "1" | "true"),
+        stdin: raw,
+        conf,
+    };
+    match call(plugin, &args, &supported) {
+        Ok(Output::Nothing) => Outcome {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit: 0,
+        },
+        Ok(Output::Result(r)) => match r.to_json(&ver) {
+            Ok(stdout) => Outcome {
+                stdout,
+                stderr: String::new(),
+                exit: 0,
+            },
+            Err(e) => fail(e, &ver),
+        },
+        Ok(Output::Raw { stdout, exit }) => Outcome {
+            stdout,
+            stderr: String::new(),
+            exit,
+        },
+        Err(e) => fail(e, &ver),
+    }
+}
+
+/// Validation that needs the command, then the version gates, then the plugin.
+fn call(plugin: &dyn Plugin, args: &CmdArgs, supported: &[String]) -> CmdResult {
+    let cmd = args.command;
+    if matches!(cmd, Command::Add | Command::Del | Command::Check) {
+        env::validate_container_id(&args.container_id)?;
+        env::validate_ifname(&args.ifname)?;
+    }
+    let ver = args.cni_version();
+    let minimum = match cmd {
+        Command::Check => Some(Version::CHECK),
+        Command::Gc | Command::Status => Some(Version::GC_STATUS),
+        _ => None,
+    };
+    if let Some(min) = minimum {
+        let config = Version::parse(ver)?;
+        if config < min {
+            return Err(CniError::new(
+                code::INCOMPATIBLE_VERSION,
+                format!("config version does not allow {}", cmd.as_str()),
+                "",
+            ));
+        }
+        // Versions a plugin lists but that do not parse (the noop plugin's
+        // deliberate "0.-42.0") simply never satisfy the gate.
+        let plugin_allows = supported
+            .iter()
+            .any(|v| Version::parse(v).is_ok_and(|pv| pv >= config));
+        if !plugin_allows {
+            return Err(CniError::new(
+                code::INCOMPATIBLE_VERSION,
+                format!("plugin version does not allow {}", cmd.as_str()),
+                "",
+            ));
+        }
+    }
+    if !supported.iter().any(|v| v == ver) {
+        return Err(version::incompatible(ver, supported));
+    }
+    if matches!(cmd, Command::Add | Command::Del | Command::Check) && !args.netns_override {
+        if let Some(ns) = &args.netns {
+            if is_own_netns(ns) {
+                return Err(CniError::new(
+                    code::INVALID_NETNS,
+                    "plugin's netns and netns from CNI_NETNS should not be the same",
+                    "",
+                ));
+            }
+        }
+    }
+    match cmd {
+        Command::Add => plugin.add(args),
+        Command::Del => plugin.del(args),
+        Command::Check => plugin.check(args),
+        Command::Gc => plugin.gc(args),
+        Command::Status => plugin.status(args),
+        Command::Version => Ok(Output::Nothing),
+    }
+}
+
+/// True when `path` is the network namespace this process runs in. A path
+/// that cannot be examined counts as "not the same", as in the reference.
+fn is_own_netns(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(path), std::fs::metadata("/proc/self/ns/net")) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,280 @@
+//! Harness for the root-privileged integration tests: network namespaces
+//! that clean up after themselves, and plugin invocations made exactly as a
+//! runtime makes them (environment + config on stdin).
+//!
+//! Each test names its namespaces, links and subnets after itself so the
+//! tests can run in parallel.
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// True when running as root; root tests skip otherwise.
+pub fn is_root() -> bool {
+    // SAFETY-free: reading the effective uid through /proc avoids libc.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Prints a visible skip line and returns true when the test needs root and
+/// we are not root.
+pub fn skip_unless_root(test: &str) -> bool {
+    if is_root() {
+        return false;
+    }
+    eprintln!("SKIP {test}: needs root (network namespaces)");
+    true
+}
+
+/// The directory holding the workspace's built binaries (`target/<profile>`).
+pub fn bin_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("RCNI_BIN_DIR") {
+        return PathBuf::from(d);
+    }
+    // The test executable lives in target/<profile>/deps/.
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+/// Path of one of our plugin binaries; fails with a hint when not built.
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(
+        p.is_file(),
+        "{} is not built: run `cargo build --workspace --bins` first (scripts/test does)",
+        p.display()
+    );
+    p
+}
+
+/// Where Debian's build of the Go reference plugins lives.
+pub const GO_DIR: &str = "/usr/lib/cni";
+
+/// Path of a Go reference plugin, if installed.
+pub fn go_bin(name: &str) -> Option<PathBuf> {
+    let p = Path::new(GO_DIR).join(name);
+    p.is_file().then_some(p)
+}
+
+/// A name unique to this test and process, at most 15 bytes when `tag` is
+/// at most 6 bytes: fits interface names.
+pub fn unique(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    format!("{tag}{:x}{n:x}", std::process::id() & 0xffff)
+}
+
+/// A named network namespace (`ip netns add`), deleted on drop.
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// Creates `/run/netns/<name>` with `lo` down, as a new namespace has it.
+    pub fn new(tag: &str) -> Netns {
+        let name = unique(tag);
+        run_ok("ip", &["netns", "add", &name]);
+        Netns { name }
+    }
+
+    /// The namespace's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The path a runtime passes as `CNI_NETNS`.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/run/netns/{}", self.name))
+    }
+
+    /// Runs a command inside the namespace and returns its output.
+    pub fn exec(&self, program: &str, args: &[&str]) -> std::process::Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.name, program])
+            .args(args)
+            .output()
+            .expect("ip netns exec")
+    }
+
+    /// Runs a command inside the namespace; panics with its stderr on failure.
+    pub fn exec_ok(&self, program: &str, args: &[&str]) -> String {
+        let out = self.exec(program, args);
+        assert!(
+            out.status.success(),
+            "{program} {args:?} in {} failed: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `ip -j <args>` inside the namespace, parsed.
+    pub fn ip_json(&self, args: &[&str]) -> Value {
+        let mut full = vec!["-j"];
+        full.extend_from_slice(args);
+        let text = self.exec_ok("ip", &full);
+        serde_json::from_str(if text.trim().is_empty() { "[]" } else { &text }).expect("ip -j output")
+    }
+
+    /// Reads a sysctl (`net/ipv4/ip_forward` style) inside the namespace.
+    pub fn sysctl(&self, key: &str) -> String {
+        self.exec_ok("cat", &[&format!("/proc/sys/{key}")]).trim().to_string()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+/// Runs a host command and panics with its stderr if it fails.
+pub fn run_ok(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program).args(args).output().expect(program);
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// What a plugin run printed.
+#[derive(Debug, Clone)]
+pub struct PluginOutput {
+    /// Exit status (-1 when killed by a signal).
+    pub code: i32,
+    /// stdout.
+    pub stdout: String,
+    /// stderr.
+    pub stderr: String,
+}
+
+impl PluginOutput {
+    /// stdout parsed as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {:?} / stderr {:?}", self.stdout, self.stderr))
+    }
+
+    /// Asserts success and returns the parsed stdout (Null when empty).
+    pub fn ok(&self) -> Value {
+        assert_eq!(self.code, 0, "plugin failed: {self:?}");
+        if self.stdout.trim().is_empty() { Value::Null } else { self.json() }
+    }
+
+    /// Asserts a CNI error (exit 1, error JSON) and returns it.
+    pub fn err(&self) -> Value {
+        assert_eq!(self.code, 1, "expected a failure: {self:?}");
+        let e = self.json();
+        assert!(e["code"].is_u64() && e["msg"].is_string(), "not a CNI error: {e}");
+        e
+    }
+}
+
+/// One plugin invocation, built up and then run as a runtime would.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    plugin: PathBuf,
+    env: Vec<(String, String)>,
+    host: Option<String>,
+    stdin: Vec<u8>,
+}
+
+impl Invocation {
+    /// An invocation of `plugin` (a path) with `CNI_COMMAND=command`.
+    /// `CNI_PATH` defaults to our bin dir, where the IPAM plugins live.
+    pub fn new(plugin: impl Into<PathBuf>, command: &str) -> Self {
+        let plugin = plugin.into();
+        let path = plugin.parent().map(|p| p.display().to_string()).unwrap_or_default();
+        Invocation {
+            plugin,
+            env: vec![
+                ("CNI_COMMAND".into(), command.into()),
+                ("CNI_PATH".into(), path),
+            ],
+            host: None,
+            stdin: Vec::new(),
+        }
+    }
+
+    /// Sets (or replaces) one environment variable.
+    pub fn env(mut self, key: &str, value: impl AsRef<str>) -> Self {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.into(), value.as_ref().into()));
+        self
+    }
+
+    /// Removes one environment variable.
+    pub fn unset(mut self, key: &str) -> Self {
+        self.env.retain(|(k, _)| k != key);
+        self
+    }
+
+    /// Sets CNI_CONTAINERID, CNI_NETNS and CNI_IFNAME.
+    pub fn attach(self, container_id: &str, netns: &Netns, ifname: &str) -> Self {
+        self.env("CNI_CONTAINERID", container_id)
+            .env("CNI_NETNS", netns.path().display().to_string())
+            .env("CNI_IFNAME", ifname)
+    }
+
+    /// Runs the plugin inside `host` (a namespace standing in for the host).
+    pub fn in_host(mut self, host: &Netns) -> Self {
+        self.host = Some(host.name().to_string());
+        self
+    }
+
+    /// The config on stdin.
+    pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.stdin = data.into();
+        self
+    }
+
+    /// The config on stdin, from JSON.
+    pub fn config(self, conf: &Value) -> Self {
+        self.stdin(conf.to_string())
+    }
+
+    /// Runs it with only the given environment (nothing inherited but PATH).
+    pub fn run(&self) -> PluginOutput {
+        let mut cmd = match &self.host {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(&self.plugin);
+                c
+            }
+            None => Command::new(&self.plugin),
+        };
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", self.plugin.display()));
+        let mut pipe = child.stdin.take().expect("stdin");
+        let data = self.stdin.clone();
+        // Write from a thread: a plugin that does not read stdin must not block us.
+        let writer = std::thread::spawn(move || {
+            let _ = pipe.write_all(&data);
+        });
+        let out = child.wait_with_output().expect("wait");
+        let _ = writer.join();
+        PluginOutput {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
