@@ -1,0 +1,139 @@
+//! iptables through `iptables-save` and one `iptables-restore --noflush`
+//! transaction per change (the xtables lock is taken with `-w`).
+
+use crate::exec::{self, ToolError};
+
+/// The address family of a netfilter operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// IPv4 (`iptables`).
+    V4,
+    /// IPv6 (`ip6tables`).
+    V6,
+}
+
+impl Family {
+    /// The family of an address.
+    pub fn of(ip: std::net::IpAddr) -> Family {
+        if ip.is_ipv4() { Family::V4 } else { Family::V6 }
+    }
+
+    fn save_cmd(self) -> &'static str {
+        match self {
+            Family::V4 => "iptables-save",
+            Family::V6 => "ip6tables-save",
+        }
+    }
+
+    fn restore_cmd(self) -> &'static str {
+        match self {
+            Family::V4 => "iptables-restore",
+            Family::V6 => "ip6tables-restore",
+        }
+    }
+}
+
+/// True when the iptables tools for `family` are installed.
+pub fn usable(family: Family) -> bool {
+    exec::on_path(family.save_cmd()) && exec::on_path(family.restore_cmd())
+}
+
+/// The current rules of one table, as `iptables-save -t <table>` prints them.
+pub fn save(family: Family, table: &str) -> Result<Table, ToolError> {
+    exec::run(family.save_cmd(), &["-t", table], "").map(|text| Table { text })
+}
+
+/// Applies `lines` (without the `*table`/`COMMIT` frame) atomically.
+pub fn restore(family: Family, table: &str, lines: &[String]) -> Result<(), ToolError> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let mut payload = format!("*{table}\n");
+    for l in lines {
+        payload.push_str(l);
+        payload.push('\n');
+    }
+    payload.push_str("COMMIT\n");
+    exec::run(family.restore_cmd(), &["--noflush", "-w"], &payload).map(|_| ())
+}
+
+/// One table's `iptables-save` output.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    text: String,
+}
+
+impl Table {
+    /// Wraps save output (for tests).
+    pub fn from_text(text: impl Into<String>) -> Table {
+        Table { text: text.into() }
+    }
+
+    /// True when a user chain of that name exists.
+    pub fn has_chain(&self, chain: &str) -> bool {
+        self.text
+            .lines()
+            .any(|l| l.strip_prefix(':').and_then(|r| r.split(' ').next()) == Some(chain))
+    }
+
+    /// The rules of `chain`, each as printed after `-A <chain> `.
+    pub fn rules<'a>(&'a self, chain: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.text.lines().filter_map(move |l| {
+            l.strip_prefix("-A ")
+                .and_then(|r| r.strip_prefix(chain))
+                .and_then(|r| r.strip_prefix(' '))
+        })
+    }
+
+    /// The user chains whose names start with `prefix`.
+    pub fn chains_with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.text.lines().filter_map(move |l| {
+            l.strip_prefix(':')
+                .and_then(|r| r.split(' ').next())
+                .filter(|c| c.starts_with(prefix))
+        })
+    }
+}
+
+/// Quotes a comment the way `iptables-save` prints it, so that the rules we
+/// write read back byte for byte.
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAVE: &str = "# Generated\n*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:CNI-abc - [0:0]\n-A POSTROUTING -s 10.0.0.2/32 -m comment --comment \"x\" -j CNI-abc\n-A CNI-abc -d 10.0.0.0/24 -j ACCEPT\nCOMMIT\n";
+
+    #[test]
+    fn reads_chains_and_rules() {
+        let t = Table::from_text(SAVE);
+        assert!(t.has_chain("CNI-abc"));
+        assert!(!t.has_chain("CNI-ab"));
+        assert_eq!(
+            t.rules("POSTROUTING").collect::<Vec<_>>(),
+            vec!["-s 10.0.0.2/32 -m comment --comment \"x\" -j CNI-abc"]
+        );
+        assert_eq!(t.rules("CNI-abc").count(), 1);
+        assert_eq!(
+            t.chains_with_prefix("CNI-").collect::<Vec<_>>(),
+            vec!["CNI-abc"]
+        );
+    }
+
+    #[test]
+    fn quotes_like_iptables_save() {
+        assert_eq!(quote(r#"name: "n" id: "c""#), r#""name: \"n\" id: \"c\"""#);
+    }
+}

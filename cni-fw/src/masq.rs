@@ -1,0 +1,425 @@
+//! IP masquerade for container addresses (`ipMasq` of bridge and ptp).
+//!
+//! iptables: a chain `CNI-<hash(net+cid)>` in `nat` with an ACCEPT for the
+//! container's own subnet and a MASQUERADE for everything but multicast,
+//! entered from POSTROUTING by source address; every rule commented
+//! `name: "<net>" id: "<cid>"`.
+//!
+//! nftables: table `inet cni_plugins_masquerade`, base chain `postrouting`
+//! going to `masq_checks`, one rule per address commented with a hash of the
+//! network and the attachment.
+//!
+//! Teardown needs no addresses (the names are derived from the attachment),
+//! so DEL cleans up even when the container's netns is already gone.
+
+use crate::exec::ToolError;
+use crate::hash::{chain_name, comment, hash_with_prefix};
+use crate::iptables::{self, Family};
+use crate::nft;
+use cni_skel::CniError;
+use ipnetwork::IpNetwork;
+
+/// The firewall backend used for masquerading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// iptables / ip6tables, `nat` table.
+    Iptables,
+    /// nftables, table `inet cni_plugins_masquerade`.
+    Nftables,
+}
+
+impl Backend {
+    /// Parses `ipMasqBackend`; `None` when unset.
+    pub fn parse(value: Option<&str>) -> Result<Option<Backend>, CniError> {
+        match value {
+            None => Ok(None),
+            Some("iptables") => Ok(Some(Backend::Iptables)),
+            Some("nftables") => Ok(Some(Backend::Nftables)),
+            Some(other) => Err(CniError::invalid_config(format!(
+                "unknown ipmasq backend {other:?}"
+            ))),
+        }
+    }
+
+    /// The configured backend, else the reference's default: iptables unless
+    /// only nftables is available.
+    pub fn resolve(configured: Option<Backend>) -> Backend {
+        configured.unwrap_or_else(|| {
+            if !iptables::usable(Family::V4) && nft::usable() {
+                Backend::Nftables
+            } else {
+                Backend::Iptables
+            }
+        })
+    }
+
+    fn usable(self) -> bool {
+        match self {
+            Backend::Iptables => iptables::usable(Family::V4) || iptables::usable(Family::V6),
+            Backend::Nftables => nft::usable(),
+        }
+    }
+}
+
+/// Whose rules: one container interface on one network.
+#[derive(Debug, Clone, Copy)]
+pub struct Attachment<'a> {
+    /// Network name.
+    pub network: &'a str,
+    /// Container interface name.
+    pub ifname: &'a str,
+    /// Container ID.
+    pub container_id: &'a str,
+}
+
+const NFT_TABLE: &str = "cni_plugins_masquerade";
+const NFT_CHAIN: &str = "masq_checks";
+
+/// Masquerades traffic from `addrs` to anything outside their subnets.
+pub fn setup(backend: Backend, addrs: &[IpNetwork], att: Attachment<'_>) -> Result<(), CniError> {
+    match backend {
+        Backend::Iptables => setup_iptables(addrs, att),
+        Backend::Nftables => setup_nftables(addrs, att),
+    }
+}
+
+/// Removes this attachment's masquerade rules from both backends. Errors of
+/// a backend that is not installed are ignored.
+pub fn teardown(att: Attachment<'_>) -> Result<(), CniError> {
+    let mut errors = Vec::new();
+    if let Err(e) = teardown_iptables(att) {
+        if Backend::Iptables.usable() {
+            errors.push(e);
+        }
+    }
+    if let Err(e) = teardown_nftables(att) {
+        if Backend::Nftables.usable() {
+            errors.push(e);
+        }
+    }
+    joined(errors)
+}
+
+/// Removes the masquerade rules of every attachment of `network` that is
+/// not in `valid` (container ID, ifname), from both backends.
+pub fn gc(network: &str, valid: &[(String, String)]) -> Result<(), CniError> {
+    let mut errors = Vec::new();
+    if let Err(e) = gc_iptables(network, valid) {
+        if Backend::Iptables.usable() {
+            errors.push(e);
+        }
+    }
+    if let Err(e) = gc_nftables(network, valid) {
+        if Backend::Nftables.usable() {
+            errors.push(e);
+        }
+    }
+    joined(errors)
+}
+
+fn joined(errors: Vec<CniError>) -> Result<(), CniError> {
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let msgs: Vec<String> = errors.into_iter().map(|e| e.msg).collect();
+    Err(CniError::internal(msgs.join("\n")))
+}
+
+fn families(addrs: &[IpNetwork]) -> Vec<Family> {
+    let mut out = Vec::new();
+    for a in addrs {
+        let f = Family::of(a.ip());
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    out
+}
+
+fn host_len(ip: std::net::IpAddr) -> u8 {
+    if ip.is_ipv4() { 32 } else { 128 }
+}
+
+/// The masked subnet of an address: `10.1.2.7/24` → `10.1.2.0/24`.
+fn subnet(addr: &IpNetwork) -> String {
+    format!("{}/{}", addr.network(), addr.prefix())
+}
+
+fn ipt_err(e: ToolError) -> CniError {
+    e.into_cni("iptables")
+}
+
+// ---- iptables ----
+
+/// The POSTROUTING rule sending `ip`'s traffic to `chain`, as iptables-save prints it.
+fn postrouting_rule(ip: std::net::IpAddr, chain: &str, quoted: &str) -> String {
+    format!(
+        "-s {ip}/{} -m comment --comment {quoted} -j {chain}",
+        host_len(ip)
+    )
+}
+
+fn setup_iptables(addrs: &[IpNetwork], att: Attachment<'_>) -> Result<(), CniError> {
+    let chain = chain_name(att.network, att.container_id);
+    let quoted = iptables::quote(&comment(att.network, att.container_id));
+    for family in families(addrs) {
+        let table = iptables::save(family, "nat").map_err(ipt_err)?;
+        let existing: Vec<&str> = table.rules("POSTROUTING").collect();
+        let multicast = match family {
+            Family::V4 => "224.0.0.0/4",
+            Family::V6 => "ff00::/8",
+        };
+        // Declaring the chain creates it, or flushes it if it exists.
+        let mut lines = vec![format!(":{chain} - [0:0]")];
+        let mine: Vec<&IpNetwork> = addrs
+            .iter()
+            .filter(|a| Family::of(a.ip()) == family)
+            .collect();
+        for a in &mine {
+            lines.push(format!(
+                "-A {chain} -d {} -m comment --comment {quoted} -j ACCEPT",
+                subnet(a)
+            ));
+            lines.push(format!(
+                "-A {chain} ! -d {multicast} -m comment --comment {quoted} -j MASQUERADE"
+            ));
+        }
+        for a in &mine {
+            let rule = postrouting_rule(a.ip(), &chain, &quoted);
+            if !existing.contains(&rule.as_str()) {
+                lines.push(format!("-A POSTROUTING {rule}"));
+            }
+        }
+        iptables::restore(family, "nat", &lines).map_err(ipt_err)?;
+    }
+    Ok(())
+}
+
+/// Lines deleting `chain` and every POSTROUTING rule that jumps to it.
+fn delete_chain_lines(table: &iptables::Table, chain: &str) -> Vec<String> {
+    let jump = format!("-j {chain}");
+    let mut lines: Vec<String> = table
+        .rules("POSTROUTING")
+        .filter(|r| r.ends_with(&jump))
+        .map(|r| format!("-D POSTROUTING {r}"))
+        .collect();
+    if table.has_chain(chain) {
+        lines.push(format!("-F {chain}"));
+        lines.push(format!("-X {chain}"));
+    }
+    lines
+}
+
+fn teardown_iptables(att: Attachment<'_>) -> Result<(), CniError> {
+    let chain = chain_name(att.network, att.container_id);
+    for family in [Family::V4, Family::V6] {
+        if !iptables::usable(family) {
+            continue;
+        }
+        let table = iptables::save(family, "nat").map_err(ipt_err)?;
+        iptables::restore(family, "nat", &delete_chain_lines(&table, &chain)).map_err(ipt_err)?;
+    }
+    Ok(())
+}
+
+/// The container ID in a rule commented `name: "<network>" id: "<cid>"`.
+fn comment_container_id<'a>(rule: &'a str, network: &str) -> Option<&'a str> {
+    let prefix = format!("--comment \"name: \\\"{network}\\\" id: \\\"");
+    let start = rule.find(&prefix)? + prefix.len();
+    let rest = rule.get(start..)?;
+    let end = rest.find("\\\"")?;
+    rest.get(..end)
+}
+
+fn gc_iptables(network: &str, valid: &[(String, String)]) -> Result<(), CniError> {
+    for family in [Family::V4, Family::V6] {
+        if !iptables::usable(family) {
+            continue;
+        }
+        let table = iptables::save(family, "nat").map_err(ipt_err)?;
+        // The iptables rules ignore ifname: a container ID valid on any
+        // interface keeps its chain.
+        let mut stale: Vec<String> = table
+            .rules("POSTROUTING")
+            .filter_map(|r| comment_container_id(r, network))
+            .filter(|cid| !valid.iter().any(|(v, _)| v == cid))
+            .map(|cid| chain_name(network, cid))
+            .collect();
+        stale.sort();
+        stale.dedup();
+        let lines: Vec<String> = stale
+            .iter()
+            .flat_map(|c| delete_chain_lines(&table, c))
+            .collect();
+        iptables::restore(family, "nat", &lines).map_err(ipt_err)?;
+    }
+    Ok(())
+}
+
+// ---- nftables ----
+
+fn network_hash(network: &str) -> String {
+    hash_with_prefix(16, "", network)
+}
+
+fn instance_hash(att: Attachment<'_>) -> String {
+    format!(
+        "{}-{}",
+        network_hash(att.network),
+        hash_with_prefix(16, "", &format!("{}:{}", att.ifname, att.container_id))
+    )
+}
+
+/// The rule comment: the instance hash, then a readable description, at
+/// most 128 bytes (nftables' limit).
+fn instance_comment(att: Attachment<'_>) -> String {
+    let strip = |s: &str| s.replace('"', "");
+    let mut c = format!(
+        "{}, net: {}, if: {}, id: {}",
+        instance_hash(att),
+        strip(att.network),
+        strip(att.ifname),
+        strip(att.container_id)
+    );
+    // Names are ASCII (validated by the skel), so byte truncation is safe;
+    // guard anyway.
+    while c.len() > 128 {
+        c.pop();
+    }
+    c
+}
+
+fn nft_err(e: ToolError) -> CniError {
+    e.into_cni("nftables")
+}
+
+fn delete_rule_lines(rules: &[nft::Rule], keep: impl Fn(&nft::Rule) -> bool) -> String {
+    rules
+        .iter()
+        .filter(|r| r.chain == NFT_CHAIN && !keep(r))
+        .map(|r| {
+            format!(
+                "delete rule inet {NFT_TABLE} {NFT_CHAIN} handle {}\n",
+                r.handle
+            )
+        })
+        .collect()
+}
+
+fn setup_nftables(addrs: &[IpNetwork], att: Attachment<'_>) -> Result<(), CniError> {
+    let rules = nft::list_rules("inet", NFT_TABLE).map_err(nft_err)?;
+    let prefix = instance_hash(att);
+    let t = NFT_TABLE;
+    let mut script = format!(
+        "add table inet {t} {{ comment \"Masquerading for plugins from github.com/containernetworking/plugins\" ; }}\n\
+         add chain inet {t} {NFT_CHAIN} {{ comment \"Masquerade traffic from certain IPs to any (non-multicast) IP outside their subnet\" ; }}\n\
+         add chain inet {t} postrouting {{ type nat hook postrouting priority srcnat ; }}\n\
+         flush chain inet {t} postrouting\n\
+         add rule inet {t} postrouting ip daddr == 224.0.0.0/4  return\n\
+         add rule inet {t} postrouting ip6 daddr == ff00::/8  return\n\
+         add rule inet {t} postrouting goto {NFT_CHAIN}\n"
+    );
+    script.push_str(&delete_rule_lines(&rules, |r| {
+        !r.comment.starts_with(&prefix)
+    }));
+    let quoted = nft::quote(&instance_comment(att));
+    for a in addrs {
+        let ip = if a.is_ipv4() { "ip" } else { "ip6" };
+        script.push_str(&format!(
+            "add rule inet {t} {NFT_CHAIN} {ip} saddr == {} {ip} daddr != {} masquerade comment {quoted}\n",
+            a.ip(),
+            subnet(a)
+        ));
+    }
+    nft::apply(&script).map_err(nft_err)
+}
+
+fn teardown_nftables(att: Attachment<'_>) -> Result<(), CniError> {
+    let rules = nft::list_rules("inet", NFT_TABLE).map_err(nft_err)?;
+    let prefix = instance_hash(att);
+    nft::apply(&delete_rule_lines(&rules, |r| {
+        !r.comment.starts_with(&prefix)
+    }))
+    .map_err(nft_err)
+}
+
+fn gc_nftables(network: &str, valid: &[(String, String)]) -> Result<(), CniError> {
+    let rules = nft::list_rules("inet", NFT_TABLE).map_err(nft_err)?;
+    let net_prefix = format!("{}-", network_hash(network));
+    let keep: Vec<String> = valid
+        .iter()
+        .map(|(cid, ifname)| {
+            instance_comment(Attachment {
+                network,
+                ifname,
+                container_id: cid,
+            })
+        })
+        .collect();
+    let script = delete_rule_lines(&rules, |r| {
+        !r.comment.starts_with(&net_prefix) || keep.contains(&r.comment)
+    });
+    nft::apply(&script).map_err(nft_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names() {
+        assert_eq!(
+            Backend::parse(Some("nftables")).unwrap(),
+            Some(Backend::Nftables)
+        );
+        assert_eq!(Backend::parse(None).unwrap(), None);
+        assert_eq!(
+            Backend::parse(Some("pf")).unwrap_err().msg,
+            "unknown ipmasq backend \"pf\""
+        );
+    }
+
+    #[test]
+    fn comments_and_hashes() {
+        let att = Attachment {
+            network: "net1",
+            ifname: "eth0",
+            container_id: "c1",
+        };
+        let c = instance_comment(att);
+        assert!(c.starts_with(&instance_hash(att)));
+        assert!(c.ends_with(", net: net1, if: eth0, id: c1"));
+        assert_eq!(instance_hash(att).len(), 33);
+        let long = "x".repeat(200);
+        let c = instance_comment(Attachment {
+            network: "n",
+            ifname: "eth0",
+            container_id: &long,
+        });
+        assert_eq!(c.len(), 128);
+    }
+
+    #[test]
+    fn finds_container_id_in_comment() {
+        let rule = r#"-s 10.0.0.2/32 -m comment --comment "name: \"net1\" id: \"abc\"" -j CNI-x"#;
+        assert_eq!(comment_container_id(rule, "net1"), Some("abc"));
+        assert_eq!(comment_container_id(rule, "net2"), None);
+    }
+
+    #[test]
+    fn delete_lines_cover_postrouting_and_chain() {
+        let t = iptables::Table::from_text(
+            ":POSTROUTING ACCEPT [0:0]\n:CNI-a - [0:0]\n-A POSTROUTING -s 10.0.0.2/32 -j CNI-a\n-A POSTROUTING -s 10.0.0.2/24 -j CNI-a\n-A POSTROUTING -s 10.0.0.3/32 -j CNI-b\n",
+        );
+        assert_eq!(
+            delete_chain_lines(&t, "CNI-a"),
+            vec![
+                "-D POSTROUTING -s 10.0.0.2/32 -j CNI-a",
+                "-D POSTROUTING -s 10.0.0.2/24 -j CNI-a",
+                "-F CNI-a",
+                "-X CNI-a"
+            ]
+        );
+        assert!(delete_chain_lines(&t, "CNI-zz").is_empty());
+    }
+}
