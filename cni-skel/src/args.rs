@@ -36,7 +36,9 @@ impl CniArgs {
         for (k, v) in &args.pairs {
             if k == "IgnoreUnknown" {
                 ignore_unknown = parse_bool(v).map_err(|e| {
-                    CniError::internal(format!("ARGS: error parsing value of pair \"{k}={v}\": {e}"))
+                    CniError::internal(format!(
+                        "ARGS: error parsing value of pair \"{k}={v}\": {e}"
+                    ))
                 })?;
             } else if !known.contains(&k.as_str()) {
                 unknown.push(format!("{k}={v}"));
@@ -107,10 +109,18 @@ mod tests {
         assert_eq!(e.msg, r#"ARGS: unknown args ["FOO=bar" "K=v"]"#);
         for yes in ["1", "true", "True", "TRUE"] {
             let raw = format!("FOO=bar;IgnoreUnknown={yes};IP=1.2.3.4");
-            assert_eq!(CniArgs::load(&raw, &["IP"]).unwrap().get("IP"), Some("1.2.3.4"));
+            assert_eq!(
+                CniArgs::load(&raw, &["IP"]).unwrap().get("IP"),
+                Some("1.2.3.4")
+            );
         }
         assert!(CniArgs::load("FOO=bar;IgnoreUnknown=0", &[]).is_err());
         let e = CniArgs::load("IgnoreUnknown=maybe", &[]).unwrap_err();
-        assert!(e.msg.contains("boolean unmarshal error: invalid input maybe"), "{}", e.msg);
+        assert!(
+            e.msg
+                .contains("boolean unmarshal error: invalid input maybe"),
+            "{}",
+            e.msg
+        );
     }
 }

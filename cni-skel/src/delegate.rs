@@ -73,7 +73,11 @@ fn delegate_error(out: &std::process::Output) -> CniError {
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.stdout.is_empty() {
-        CniError::internal(format!("netplugin failed: {:?}: {}", stderr.trim(), out.status))
+        CniError::internal(format!(
+            "netplugin failed: {:?}: {}",
+            stderr.trim(),
+            out.status
+        ))
     } else {
         CniError::internal(format!(
             "netplugin failed but error parsing its diagnostic message {:?}: {}",
@@ -95,5 +99,10 @@ pub fn ipam_run(command: Command, args: &CmdArgs) -> Result<(), CniError> {
 }
 
 fn ipam_type(args: &CmdArgs) -> Result<&str, CniError> {
-    Ok(args.conf.ipam.as_ref().and_then(|i| i.kind.as_deref()).unwrap_or(""))
+    Ok(args
+        .conf
+        .ipam
+        .as_ref()
+        .and_then(|i| i.kind.as_deref())
+        .unwrap_or(""))
 }

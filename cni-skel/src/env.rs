@@ -83,7 +83,11 @@ pub fn valid_name(s: &str) -> bool {
 /// The reference's `ValidateContainerID` (code 4).
 pub fn validate_container_id(id: &str) -> Result<(), CniError> {
     if id.is_empty() {
-        return Err(CniError::new(code::UNKNOWN_CONTAINER, "missing containerID", ""));
+        return Err(CniError::new(
+            code::UNKNOWN_CONTAINER,
+            "missing containerID",
+            "",
+        ));
     }
     if !valid_name(id) {
         return Err(CniError::new(
@@ -111,7 +115,10 @@ pub fn validate_ifname(name: &str) -> Result<(), CniError> {
     if name == "." || name == ".." {
         return err("interface name is . or ..", "");
     }
-    if let Some(c) = name.chars().find(|c| *c == '/' || *c == ':' || c.is_whitespace()) {
+    if let Some(c) = name
+        .chars()
+        .find(|c| *c == '/' || *c == ':' || c.is_whitespace())
+    {
         return err(
             "interface name contains / or : or whitespace characters",
             &format!("{name:?} contains {c:?}"),
@@ -164,9 +171,12 @@ impl CmdArgs {
     pub fn prev_result(&self) -> Result<Option<crate::types::CniResult>, CniError> {
         match &self.conf.prev_result {
             None => Ok(None),
-            Some(v) => crate::types::CniResult::parse_prev(&serde_json::Value::Object(v.clone()), self.cni_version())
-                .map(Some)
-                .map_err(|e| e.context("failed to parse prevResult")),
+            Some(v) => crate::types::CniResult::parse_prev(
+                &serde_json::Value::Object(v.clone()),
+                self.cni_version(),
+            )
+            .map(Some)
+            .map_err(|e| e.context("failed to parse prevResult")),
         }
     }
 
@@ -195,7 +205,10 @@ mod tests {
         assert!(validate_container_id("abc-123").is_ok());
         assert_eq!(validate_container_id("").unwrap_err().code, 3);
         let e = validate_container_id("../x").unwrap_err();
-        assert_eq!((e.code, e.msg.as_str(), e.details.as_str()), (4, "invalid characters in containerID", "../x"));
+        assert_eq!(
+            (e.code, e.msg.as_str(), e.details.as_str()),
+            (4, "invalid characters in containerID", "../x")
+        );
     }
 
     #[test]
@@ -203,10 +216,23 @@ mod tests {
         for ok in ["eth0", "a", "123456789012345", "e.1", "net-1"] {
             assert!(validate_ifname(ok).is_ok(), "{ok}");
         }
-        for bad in ["", ".", "..", "1234567890123456", "a/b", "a:b", "a b", "a\tb", "a\nb"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "1234567890123456",
+            "a/b",
+            "a:b",
+            "a b",
+            "a\tb",
+            "a\nb",
+        ] {
             assert_eq!(validate_ifname(bad).unwrap_err().code, 4, "{bad:?}");
         }
-        assert_eq!(validate_ifname("1234567890123456").unwrap_err().msg, "interface name is too long");
+        assert_eq!(
+            validate_ifname("1234567890123456").unwrap_err().msg,
+            "interface name is too long"
+        );
     }
 
     #[test]

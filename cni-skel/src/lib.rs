@@ -97,7 +97,9 @@ pub fn run_with_stdin(plugin: &dyn Plugin, stdin: Box<dyn Read>) -> ExitCode {
     install_panic_hook();
     let outcome = dispatch(plugin, &|k| std::env::var(k).ok(), stdin);
     // Nobody may be reading; a broken pipe is not worth a panic.
-    let _ = std::io::stderr().lock().write_all(outcome.stderr.as_bytes());
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(outcome.stderr.as_bytes());
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(outcome.stdout.as_bytes());
     let _ = out.flush();
@@ -118,7 +120,9 @@ fn install_panic_hook() {
         };
         let at = info.location().map(|l| l.to_string()).unwrap_or_default();
         let e = CniError::new(code::INTERNAL, format!("internal error: {msg}"), at);
-        let _ = std::io::stdout().lock().write_all(e.to_json(version::CURRENT).as_bytes());
+        let _ = std::io::stdout()
+            .lock()
+            .write_all(e.to_json(version::CURRENT).as_bytes());
         std::process::exit(1);
     }));
 }
@@ -186,7 +190,11 @@ pub fn dispatch(
 
     let mut raw = Vec::new();
     if let Err(e) = stdin.read_to_end(&mut raw) {
-        let e = CniError::new(code::IO_FAILURE, format!("error reading from stdin: {e}"), "");
+        let e = CniError::new(
+            code::IO_FAILURE,
+            format!("error reading from stdin: {e}"),
+            "",
+        );
         return fail(e, version::CURRENT);
     }
     let conf = match conf::parse(&raw) {
@@ -195,13 +203,19 @@ pub fn dispatch(
     };
     let ver = conf.cni_version().to_string();
     let Some(cmd) = cmd else {
-        let e = CniError::new(code::INVALID_ENV, format!("unknown CNI_COMMAND: {cmd_text}"), "");
+        let e = CniError::new(
+            code::INVALID_ENV,
+            format!("unknown CNI_COMMAND: {cmd_text}"),
+            "",
+        );
         return fail(e, &ver);
     };
     let args = CmdArgs {
         command: cmd,
         container_id: var("CNI_CONTAINERID"),
-        netns: Some(var("CNI_NETNS")).filter(|s| !s.is_empty()).map(Into::into),
+        netns: Some(var("CNI_NETNS"))
+            .filter(|s| !s.is_empty())
+            .map(Into::into),
         ifname: var("CNI_IFNAME"),
         args: var("CNI_ARGS"),
         path: var("CNI_PATH")
@@ -209,7 +223,10 @@ pub fn dispatch(
             .filter(|s| !s.is_empty())
             .map(Into::into)
             .collect(),
-        netns_override: matches!(var("CNI_NETNS_OVERRIDE").to_ascii_lowercase().as_str(), "1" | "true"),
+        netns_override: matches!(
+            var("CNI_NETNS_OVERRIDE").to_ascii_lowercase().as_str(),
+            "1" | "true"
+        ),
         stdin: raw,
         conf,
     };
@@ -299,7 +316,10 @@ fn call(plugin: &dyn Plugin, args: &CmdArgs, supported: &[String]) -> CmdResult 
 /// that cannot be examined counts as "not the same", as in the reference.
 fn is_own_netns(path: &std::path::Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(path), std::fs::metadata("/proc/self/ns/net")) {
+    match (
+        std::fs::metadata(path),
+        std::fs::metadata("/proc/self/ns/net"),
+    ) {
         (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
         _ => false,
     }

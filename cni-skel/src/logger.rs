@@ -13,7 +13,13 @@ impl Log for Stderr {
 
     fn log(&self, r: &Record) {
         if self.enabled(r.metadata()) {
-            let _ = writeln!(std::io::stderr().lock(), "{} {}: {}", r.level(), r.target(), r.args());
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "{} {}: {}",
+                r.level(),
+                r.target(),
+                r.args()
+            );
         }
     }
 
@@ -22,7 +28,11 @@ impl Log for Stderr {
 
 /// Installs the stderr logger once.
 pub fn init() {
-    let level = match std::env::var("RCNI_LOG").unwrap_or_default().to_ascii_lowercase().as_str() {
+    let level = match std::env::var("RCNI_LOG")
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+        .as_str()
+    {
         "off" => LevelFilter::Off,
         "error" => LevelFilter::Error,
         "info" => LevelFilter::Info,

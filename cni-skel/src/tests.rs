@@ -31,8 +31,15 @@ impl Plugin for Fake {
 }
 
 fn run_env(env: &[(&str, &str)], stdin: &str) -> Outcome {
-    let map: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    dispatch(&Fake, &move |k| map.get(k).cloned(), Box::new(std::io::Cursor::new(stdin.to_string().into_bytes())))
+    let map: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    dispatch(
+        &Fake,
+        &move |k| map.get(k).cloned(),
+        Box::new(std::io::Cursor::new(stdin.to_string().into_bytes())),
+    )
 }
 
 fn full(cmd: &str) -> Vec<(&str, &str)> {
@@ -57,16 +64,25 @@ fn about_on_empty_command() {
     let o = run_env(&[], "");
     assert_eq!(o.exit, 0);
     assert!(o.stdout.is_empty());
-    assert!(o.stderr.starts_with("CNI fake plugin\nCNI protocol versions supported: 0.1.0, 0.2.0"));
+    assert!(
+        o.stderr
+            .starts_with("CNI fake plugin\nCNI protocol versions supported: 0.1.0, 0.2.0")
+    );
 }
 
 #[test]
 fn missing_variables_listed_together() {
     let e = err_of(&run_env(&[("CNI_COMMAND", "ADD")], CONF));
     assert_eq!(e["code"], 4);
-    assert_eq!(e["msg"], "required env variables [CNI_CONTAINERID,CNI_NETNS,CNI_IFNAME,CNI_PATH] missing");
+    assert_eq!(
+        e["msg"],
+        "required env variables [CNI_CONTAINERID,CNI_NETNS,CNI_IFNAME,CNI_PATH] missing"
+    );
     let e = err_of(&run_env(&[("CNI_COMMAND", "DEL")], CONF));
-    assert_eq!(e["msg"], "required env variables [CNI_CONTAINERID,CNI_IFNAME,CNI_PATH] missing");
+    assert_eq!(
+        e["msg"],
+        "required env variables [CNI_CONTAINERID,CNI_IFNAME,CNI_PATH] missing"
+    );
     let e = err_of(&run_env(&[("CNI_COMMAND", "GC")], CONF));
     assert_eq!(e["msg"], "required env variables [CNI_PATH] missing");
 }
@@ -101,7 +117,10 @@ fn add_prints_in_config_version() {
 fn bad_config_and_names() {
     let e = err_of(&run_env(&full("ADD"), ""));
     assert_eq!(e["code"], 6);
-    assert_eq!(e["msg"], "error unmarshall network config: EOF while parsing a value at line 1 column 0");
+    assert_eq!(
+        e["msg"],
+        "error unmarshall network config: EOF while parsing a value at line 1 column 0"
+    );
     let e = err_of(&run_env(&full("ADD"), r#"{"name":"a b"}"#));
     assert_eq!(e["code"], 7);
     let mut env = full("ADD");
@@ -115,7 +134,10 @@ fn bad_config_and_names() {
 #[test]
 fn unknown_command_after_config() {
     let e = err_of(&run_env(&[("CNI_COMMAND", "FOO")], CONF));
-    assert_eq!((e["code"].as_u64(), e["msg"].as_str()), (Some(4), Some("unknown CNI_COMMAND: FOO")));
+    assert_eq!(
+        (e["code"].as_u64(), e["msg"].as_str()),
+        (Some(4), Some("unknown CNI_COMMAND: FOO"))
+    );
     let e = err_of(&run_env(&[("CNI_COMMAND", "FOO")], "{"));
     assert_eq!(e["code"], 6);
 }
@@ -124,11 +146,19 @@ fn unknown_command_after_config() {
 fn version_gates() {
     let e = err_of(&run_env(&full("ADD"), &CONF.replace("1.0.0", "9.9.9")));
     assert_eq!(e["code"], 1);
-    assert!(e["details"].as_str().unwrap().starts_with("config is \"9.9.9\", plugin supports [\"0.1.0\""));
+    assert!(
+        e["details"]
+            .as_str()
+            .unwrap()
+            .starts_with("config is \"9.9.9\", plugin supports [\"0.1.0\"")
+    );
     let e = err_of(&run_env(&full("ADD"), &CONF.replace("1.0.0", "1.0")));
     assert_eq!(e["code"], 1);
     let e = err_of(&run_env(&full("CHECK"), &CONF.replace("1.0.0", "0.3.1")));
-    assert_eq!((e["code"].as_u64(), e["msg"].as_str()), (Some(1), Some("config version does not allow CHECK")));
+    assert_eq!(
+        (e["code"].as_u64(), e["msg"].as_str()),
+        (Some(1), Some("config version does not allow CHECK"))
+    );
     let e = err_of(&run_env(&full("CHECK"), CONF));
     assert_eq!(e["code"], 42, "CHECK from 0.4.0 reaches the plugin");
     let gc = [("CNI_COMMAND", "GC"), ("CNI_PATH", "/x")];
@@ -137,7 +167,10 @@ fn version_gates() {
     let o = run_env(&gc, &CONF.replace("1.0.0", "1.1.0"));
     assert_eq!((o.exit, o.stdout.as_str()), (0, ""));
     let st = [("CNI_COMMAND", "STATUS"), ("CNI_PATH", "/x")];
-    assert_eq!(err_of(&run_env(&st, CONF))["msg"], "config version does not allow STATUS");
+    assert_eq!(
+        err_of(&run_env(&st, CONF))["msg"],
+        "config version does not allow STATUS"
+    );
 }
 
 #[test]

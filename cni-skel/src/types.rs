@@ -158,7 +158,11 @@ struct WireIface1 {
     pci_id: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     sandbox: String,
-    #[serde(default, rename = "socketPath", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        rename = "socketPath",
+        skip_serializing_if = "String::is_empty"
+    )]
     socket_path: String,
 }
 
@@ -311,7 +315,11 @@ pub(crate) fn to_pretty_json<T: Serialize>(value: &T) -> String {
 }
 
 fn decode_err(e: impl std::fmt::Display) -> CniError {
-    CniError::new(code::DECODING_FAILURE, format!("failed to parse result: {e}"), "")
+    CniError::new(
+        code::DECODING_FAILURE,
+        format!("failed to parse result: {e}"),
+        "",
+    )
 }
 
 fn result_version(value: &Value, default: &str) -> Result<String, CniError> {
@@ -319,7 +327,9 @@ fn result_version(value: &Value, default: &str) -> Result<String, CniError> {
         None | Some(Value::Null) => Ok(default.to_string()),
         Some(Value::String(s)) if s.is_empty() => Ok(default.to_string()),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(decode_err(format!("cniVersion must be a string, not {other}"))),
+        Some(other) => Err(decode_err(format!(
+            "cniVersion must be a string, not {other}"
+        ))),
     }
 }
 
@@ -497,7 +507,10 @@ impl CniResult {
                                 .routes
                                 .iter()
                                 .filter(|r| r.dst.is_ipv4() == v4)
-                                .map(|r| WireRoute02 { dst: r.dst, gw: r.gw })
+                                .map(|r| WireRoute02 {
+                                    dst: r.dst,
+                                    gw: r.gw,
+                                })
                                 .collect(),
                         })
                 };

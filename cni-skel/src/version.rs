@@ -3,7 +3,9 @@
 use crate::error::{CniError, code};
 
 /// Every spec version this library speaks, oldest first.
-pub const ALL: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
+pub const ALL: &[&str] = &[
+    "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
+];
 
 /// The newest spec version; VERSION reports it as its own `cniVersion`.
 pub const CURRENT: &str = "1.1.0";
@@ -97,7 +99,11 @@ mod tests {
         assert!(Version::parse("0.3.1").unwrap() < Version::parse("0.4.0").unwrap());
         assert!(Version::parse("1.1.0").unwrap() >= Version::GC_STATUS);
         for bad in ["a.b.c", "1.2.3.4", "1..2", "-1", "1.x"] {
-            assert_eq!(Version::parse(bad).unwrap_err().code, code::DECODING_FAILURE, "{bad}");
+            assert_eq!(
+                Version::parse(bad).unwrap_err().code,
+                code::DECODING_FAILURE,
+                "{bad}"
+            );
         }
     }
 
@@ -113,6 +119,9 @@ mod tests {
     fn incompatible_lists_versions() {
         let e = incompatible("9.9.9", &["0.1.0".into(), "1.0.0".into()]);
         assert_eq!(e.code, 1);
-        assert_eq!(e.details, r#"config is "9.9.9", plugin supports ["0.1.0" "1.0.0"]"#);
+        assert_eq!(
+            e.details,
+            r#"config is "9.9.9", plugin supports ["0.1.0" "1.0.0"]"#
+        );
     }
 }

@@ -34,7 +34,10 @@ fn sample() -> CniResult {
             Route {
                 mtu: 1280,
                 table: Some(100),
-                ..Route::new("1.2.3.0/24".parse().unwrap(), Some("1.2.3.1".parse().unwrap()))
+                ..Route::new(
+                    "1.2.3.0/24".parse().unwrap(),
+                    Some("1.2.3.1".parse().unwrap()),
+                )
             },
             Route::new("::/0".parse().unwrap(), None),
         ],
@@ -255,7 +258,11 @@ fn every_direction_round_trips_addresses() {
             let back = CniResult::parse(out.as_bytes(), "0.1.0").unwrap();
             assert_eq!(back.cni_version, *to);
             let addrs: Vec<_> = back.ips.iter().map(|i| i.address).collect();
-            assert_eq!(addrs, vec![r.ips[0].address, r.ips[1].address], "{from} -> {to}");
+            assert_eq!(
+                addrs,
+                vec![r.ips[0].address, r.ips[1].address],
+                "{from} -> {to}"
+            );
         }
     }
 }
@@ -309,7 +316,10 @@ fn prev_result_must_be_in_the_config_family() {
     assert!(CniResult::parse_prev(&v1, "1.1.0").is_ok());
     // A prevResult without cniVersion takes the config's.
     let bare: Value = serde_json::json!({"ips": [{"address": "10.0.0.2/24"}]});
-    assert_eq!(CniResult::parse_prev(&bare, "1.1.0").unwrap().cni_version, "1.1.0");
+    assert_eq!(
+        CniResult::parse_prev(&bare, "1.1.0").unwrap().cni_version,
+        "1.1.0"
+    );
 }
 
 #[test]
@@ -322,6 +332,11 @@ fn bad_results_are_decode_errors() {
         br#"{"cniVersion": "x.y"}"#,
     ] {
         let e = CniResult::parse(bad, "1.0.0").unwrap_err();
-        assert_eq!(e.code, code::DECODING_FAILURE, "{}", String::from_utf8_lossy(bad));
+        assert_eq!(
+            e.code,
+            code::DECODING_FAILURE,
+            "{}",
+            String::from_utf8_lossy(bad)
+        );
     }
 }
