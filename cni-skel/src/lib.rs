@@ -291,16 +291,13 @@ fn call(plugin: &dyn Plugin, args: &CmdArgs, supported: &[String]) -> CmdResult 
     if !supported.iter().any(|v| v == ver) {
         return Err(version::incompatible(ver, supported));
     }
-    if matches!(cmd, Command::Add | Command::Del | Command::Check) && !args.netns_override {
-        if let Some(ns) = &args.netns {
-            if is_own_netns(ns) {
-                return Err(CniError::new(
-                    code::INVALID_NETNS,
-                    "plugin's netns and netns from CNI_NETNS should not be the same",
-                    "",
-                ));
-            }
-        }
+    let acts_in_netns = matches!(cmd, Command::Add | Command::Del | Command::Check);
+    if acts_in_netns && !args.netns_override && args.netns.as_deref().is_some_and(is_own_netns) {
+        return Err(CniError::new(
+            code::INVALID_NETNS,
+            "plugin's netns and netns from CNI_NETNS should not be the same",
+            "",
+        ));
     }
     match cmd {
         Command::Add => plugin.add(args),

@@ -136,14 +136,46 @@ pub struct CniResult {
 #[serde(rename_all = "camelCase")]
 struct Wire1<'a> {
     cni_version: &'a str,
-    #[serde(skip_serializing_if = "Dns::is_empty")]
-    dns: &'a Dns,
+    #[serde(skip_serializing_if = "WireDns1::is_empty")]
+    dns: WireDns1<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     interfaces: Vec<WireIface1>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     ips: Vec<WireIp1>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     routes: Vec<WireRoute1<'a>>,
+}
+
+/// DNS with its keys sorted: the Go library prints 1.x results through a
+/// map, so nested keys are sorted too.
+#[derive(Serialize)]
+struct WireDns1<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    domain: &'a str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    nameservers: &'a [String],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    options: &'a [String],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    search: &'a [String],
+}
+
+impl<'a> WireDns1<'a> {
+    fn new(d: &'a Dns) -> Self {
+        WireDns1 {
+            domain: &d.domain,
+            nameservers: &d.nameservers,
+            options: &d.options,
+            search: &d.search,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.domain.is_empty()
+            && self.nameservers.is_empty()
+            && self.options.is_empty()
+            && self.search.is_empty()
+    }
 }
 
 /// Keys in sorted order, as the Go library prints 1.x results.
@@ -447,7 +479,7 @@ impl CniResult {
         match family {
             Family::V1 => Ok(to_pretty_json(&Wire1 {
                 cni_version: version,
-                dns: &self.dns,
+                dns: WireDns1::new(&self.dns),
                 interfaces: self
                     .interfaces
                     .iter()

@@ -5,6 +5,13 @@
 //! Each test names its namespaces, links and subnets after itself so the
 //! tests can run in parallel.
 
+// This crate is test code: failing loudly is its job.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+pub mod tempdir;
+
+pub mod host_local_util;
+
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,7 +19,7 @@ use std::process::{Command, Stdio};
 
 /// True when running as root; root tests skip otherwise.
 pub fn is_root() -> bool {
-    // SAFETY-free: reading the effective uid through /proc avoids libc.
+    // The effective uid from /proc, to need no libc call.
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -29,7 +36,11 @@ pub fn skip_unless_root(test: &str) -> bool {
     if is_root() {
         return false;
     }
-    eprintln!("SKIP {test}: needs root (network namespaces)");
+    // Straight to stderr: libtest captures eprintln! of passing tests.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIP {test}: needs root (network namespaces)"
+    );
     true
 }
 
@@ -124,18 +135,23 @@ impl Netns {
         let mut full = vec!["-j"];
         full.extend_from_slice(args);
         let text = self.exec_ok("ip", &full);
-        serde_json::from_str(if text.trim().is_empty() { "[]" } else { &text }).expect("ip -j output")
+        serde_json::from_str(if text.trim().is_empty() { "[]" } else { &text })
+            .expect("ip -j output")
     }
 
     /// Reads a sysctl (`net/ipv4/ip_forward` style) inside the namespace.
     pub fn sysctl(&self, key: &str) -> String {
-        self.exec_ok("cat", &[&format!("/proc/sys/{key}")]).trim().to_string()
+        self.exec_ok("cat", &[&format!("/proc/sys/{key}")])
+            .trim()
+            .to_string()
     }
 }
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }
 
@@ -164,21 +180,32 @@ pub struct PluginOutput {
 impl PluginOutput {
     /// stdout parsed as JSON.
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {:?} / stderr {:?}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}): {:?} / stderr {:?}",
+                self.stdout, self.stderr
+            )
+        })
     }
 
     /// Asserts success and returns the parsed stdout (Null when empty).
     pub fn ok(&self) -> Value {
         assert_eq!(self.code, 0, "plugin failed: {self:?}");
-        if self.stdout.trim().is_empty() { Value::Null } else { self.json() }
+        if self.stdout.trim().is_empty() {
+            Value::Null
+        } else {
+            self.json()
+        }
     }
 
     /// Asserts a CNI error (exit 1, error JSON) and returns it.
     pub fn err(&self) -> Value {
         assert_eq!(self.code, 1, "expected a failure: {self:?}");
         let e = self.json();
-        assert!(e["code"].is_u64() && e["msg"].is_string(), "not a CNI error: {e}");
+        assert!(
+            e["code"].is_u64() && e["msg"].is_string(),
+            "not a CNI error: {e}"
+        );
         e
     }
 }
@@ -197,7 +224,10 @@ impl Invocation {
     /// `CNI_PATH` defaults to our bin dir, where the IPAM plugins live.
     pub fn new(plugin: impl Into<PathBuf>, command: &str) -> Self {
         let plugin = plugin.into();
-        let path = plugin.parent().map(|p| p.display().to_string()).unwrap_or_default();
+        let path = plugin
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         Invocation {
             plugin,
             env: vec![
@@ -262,7 +292,9 @@ impl Invocation {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", self.plugin.display()));
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", self.plugin.display()));
         let mut pipe = child.stdin.take().expect("stdin");
         let data = self.stdin.clone();
         // Write from a thread: a plugin that does not read stdin must not block us.

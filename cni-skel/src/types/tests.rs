@@ -53,18 +53,18 @@ fn sample() -> CniResult {
 const GOLDEN_1: &str = r#"{
     "cniVersion": "1.0.0",
     "dns": {
+        "domain": "acompany.com",
         "nameservers": [
             "1.2.3.4",
             "1::cafe"
         ],
-        "domain": "acompany.com",
-        "search": [
-            "somedomain.com",
-            "otherdomain.net"
-        ],
         "options": [
             "foo",
             "bar"
+        ],
+        "search": [
+            "somedomain.com",
+            "otherdomain.net"
         ]
     },
     "interfaces": [

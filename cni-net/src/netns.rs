@@ -1,0 +1,210 @@
+//! Network namespaces: open one by path (with the reference's checks) and
+//! run code inside it on a thread of its own.
+//!
+//! Netns membership is per thread. [`NetNs::run`] enters the namespace on a
+//! fresh scoped thread that simply ends afterwards, so no thread ever has to
+//! switch back, and an early return can never leave the caller in the wrong
+//! namespace.
+//!
+//! This module needs no `unsafe`: nix wraps `statfs(2)`, `setns(2)` and
+//! `unshare(2)`.
+
+use crate::error::{NetError, libc_errno};
+use nix::sched::{CloneFlags, setns, unshare};
+use nix::sys::statfs::{NSFS_MAGIC, PROC_SUPER_MAGIC, statfs};
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The calling thread's own network namespace. (`/proc/self/ns/net` would
+/// be the main thread's, which differs on a thread that entered another.)
+pub const THREAD_SELF_NS: &str = "/proc/thread-self/ns/net";
+
+/// An open network namespace, kept alive by its file descriptor.
+#[derive(Debug)]
+pub struct NetNs {
+    file: File,
+    path: PathBuf,
+}
+
+impl NetNs {
+    /// Opens the namespace at `path` as the Go reference's `ns.GetNS` does:
+    /// the path must be on nsfs or procfs.
+    ///
+    /// A missing path is [`NetError::NsNotFound`] (DEL treats the namespace as
+    /// gone); another file system is [`NetError::NotNetNs`].
+    pub fn open(path: impl AsRef<Path>) -> Result<NetNs, NetError> {
+        let path = path.as_ref();
+        let fs = statfs(path).map_err(|e| {
+            if e as i32 == libc_errno::ENOENT {
+                NetError::NsNotFound {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                NetError::NsStatfs {
+                    path: path.to_path_buf(),
+                    errno: e as i32,
+                }
+            }
+        })?;
+        let kind = fs.filesystem_type();
+        if kind != NSFS_MAGIC && kind != PROC_SUPER_MAGIC {
+            return Err(NetError::NotNetNs {
+                path: path.to_path_buf(),
+                // The magic is a 32-bit value; the libc type is signed on
+                // some targets, so go through the bit pattern.
+                magic: u64::from(kind.0 as u32),
+            });
+        }
+        let file =
+            File::open(path).map_err(|e| NetError::io(format!("open {}", path.display()), e))?;
+        log::debug!("opened netns {}", path.display());
+        Ok(NetNs {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The calling thread's network namespace.
+    pub fn current() -> Result<NetNs, NetError> {
+        NetNs::open(THREAD_SELF_NS)
+    }
+
+    /// Creates a new, empty network namespace (only `lo`, down) that lives as
+    /// long as the returned handle, with no name in `/run/netns`. Needs
+    /// CAP_SYS_ADMIN. Meant for tests: nothing is left behind.
+    pub fn new_anonymous() -> Result<NetNs, NetError> {
+        let spawned = std::thread::Builder::new()
+            .name("netns-new".into())
+            .spawn(|| {
+                unshare(CloneFlags::CLONE_NEWNET)
+                    .map_err(|e| NetError::errno("unshare(CLONE_NEWNET)", e as i32))?;
+                NetNs::current()
+            })
+            .map_err(|e| NetError::io("spawn netns thread", e))?;
+        match spawned.join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    }
+
+    /// The path this namespace was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// True when both handles refer to the same namespace.
+    pub fn is_same(&self, other: &NetNs) -> bool {
+        match (self.file.metadata(), other.file.metadata()) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+
+    /// Runs `f` on a new thread inside this namespace and returns its value.
+    ///
+    /// The thread enters the namespace, runs `f` and ends; it never switches
+    /// back. Use it for anything resolved against the calling thread's netns:
+    /// `/proc/sys/net` ([`crate::sysctl`]), sockets. Fails only when the
+    /// thread cannot be started or cannot enter the namespace; a panic in
+    /// `f` is propagated.
+    pub fn run<F, R>(&self, f: F) -> Result<R, NetError>
+    where
+        F: FnOnce() -> R + Send,
+        R: Send,
+    {
+        std::thread::scope(|scope| {
+            let spawned = std::thread::Builder::new()
+                .name("netns".into())
+                .spawn_scoped(scope, || {
+                    setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|e| {
+                        NetError::errno(
+                            format!("enter netns {:?}", self.path.display().to_string()),
+                            e as i32,
+                        )
+                    })?;
+                    Ok(f())
+                })
+                .map_err(|e| NetError::io("spawn netns thread", e))?;
+            match spawned.join() {
+                Ok(r) => r,
+                Err(p) => std::panic::resume_unwind(p),
+            }
+        })
+    }
+}
+
+impl AsFd for NetNs {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+impl AsRawFd for NetNs {
+    fn as_raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::skip_unless_root;
+
+    #[test]
+    fn open_missing_path() {
+        let e = NetNs::open("/nonexistent/netns").unwrap_err();
+        assert!(e.is_ns_not_found());
+        assert_eq!(
+            e.to_string(),
+            r#"failed to Statfs "/nonexistent/netns": no such file or directory"#
+        );
+    }
+
+    #[test]
+    fn open_regular_file() {
+        let dir = std::env::temp_dir().join(format!("cni-net-notns-{}", std::process::id()));
+        std::fs::write(&dir, b"x").unwrap();
+        let e = NetNs::open(&dir).unwrap_err();
+        let _ = std::fs::remove_file(&dir);
+        assert!(matches!(e, NetError::NotNetNs { .. }), "{e:?}");
+        assert!(e.to_string().starts_with(&format!(
+            "unknown FS magic on {:?}: ",
+            dir.display().to_string()
+        )));
+        assert!(!e.is_ns_not_found());
+    }
+
+    #[test]
+    fn current_and_run() {
+        let me = NetNs::current().unwrap();
+        assert!(me.is_same(&NetNs::current().unwrap()));
+        // setns(2) needs CAP_SYS_ADMIN, even into our own namespace.
+        match me.run(|| 41 + 1) {
+            Ok(v) => assert_eq!(v, 42),
+            Err(e) => {
+                assert!(!crate::testutil::is_root(), "{e}");
+                assert_eq!(
+                    e.to_string(),
+                    r#"enter netns "/proc/thread-self/ns/net": Operation not permitted (os error 1)"#
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn anonymous_namespaces_are_distinct() {
+        if skip_unless_root("netns::anonymous_namespaces_are_distinct") {
+            return;
+        }
+        let a = NetNs::new_anonymous().unwrap();
+        let b = NetNs::new_anonymous().unwrap();
+        let me = NetNs::current().unwrap();
+        assert!(!a.is_same(&b) && !a.is_same(&me));
+        // A thread inside `a` sees `a` as its own namespace; ours is unchanged.
+        let inside = a.run(|| NetNs::current().unwrap()).unwrap();
+        assert!(inside.is_same(&a));
+        assert!(NetNs::current().unwrap().is_same(&me));
+    }
+}
