@@ -20,6 +20,7 @@
 
 pub mod conntrack;
 mod error;
+pub mod iface;
 mod netlink;
 pub mod netns;
 mod nlmsg;

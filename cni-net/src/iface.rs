@@ -1,0 +1,280 @@
+//! What the veth plugins (bridge, ptp) share: the veth pair into the
+//! container, applying an IPAM result inside it (the reference's
+//! `ConfigureIface`), forwarding sysctls, and CHECK's comparison of a
+//! `prevResult` with the kernel.
+
+use crate::{IpFamily, Link, Mac, NetError, NetNs, Netlink, Route, sysctl};
+use cni_skel::{CniError, CniResult};
+use ipnetwork::IpNetwork;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+/// How many random host-side names to try before giving up, as the reference.
+const VETH_NAME_TRIES: usize = 10;
+
+/// `veth` + 8 random hex digits, the reference's host-side name.
+pub fn random_veth_name() -> Result<String, CniError> {
+    use std::io::Read;
+    let mut b = [0u8; 4];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| CniError::internal(format!("failed to generate random veth name: {e}")))?;
+    Ok(format!("veth{:08x}", u32::from_be_bytes(b)))
+}
+
+/// The two ends of a container's veth pair.
+#[derive(Debug, Clone)]
+pub struct VethPair {
+    /// The end in the host namespace (`veth<8 hex>`).
+    pub host: Link,
+    /// The end in the container (`CNI_IFNAME`).
+    pub container: Link,
+}
+
+/// Options for [`setup_veth`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VethSetup<'a> {
+    /// Container interface name.
+    pub ifname: &'a str,
+    /// MTU of both ends; `None` = kernel default.
+    pub mtu: Option<u32>,
+    /// MAC of the container end.
+    pub container_mac: Option<Mac>,
+    /// Bridge to enslave the host end to at creation.
+    pub controller: Option<u32>,
+}
+
+/// Creates the veth pair in one request from the host side: the container
+/// end placed straight into `ns` (left down until configured), the host end
+/// up, with `accept_ra=0`. A taken container name is an error; a taken
+/// random host name is retried.
+pub fn setup_veth(
+    host_nl: &Netlink,
+    ns: &NetNs,
+    ns_nl: &Netlink,
+    opts: VethSetup<'_>,
+) -> Result<VethPair, CniError> {
+    if ns_nl.link_by_name(opts.ifname)?.is_some() {
+        return Err(CniError::internal(format!(
+            "container veth name provided ({}) already exists",
+            opts.ifname
+        )));
+    }
+    let mut last_err = None;
+    for _ in 0..VETH_NAME_TRIES {
+        let host_name = random_veth_name()?;
+        let created = host_nl.create_veth(&crate::VethOpts {
+            name: &host_name,
+            peer_name: opts.ifname,
+            peer_ns: Some(ns),
+            mtu: opts.mtu,
+            mac: None,
+            peer_mac: opts.container_mac,
+            controller: opts.controller,
+            up: true,
+        });
+        match created {
+            Ok(host) => {
+                // Router advertisements on the host end would configure the
+                // host from a container; the reference ignores failures here.
+                let _ = sysctl::write(&format!("net/ipv6/conf/{host_name}/accept_ra"), "0");
+                let container = ns_nl.must_link(opts.ifname)?;
+                return Ok(VethPair { host, container });
+            }
+            Err(e) if e.is_exists() => {
+                if ns_nl.link_by_name(opts.ifname)?.is_some() {
+                    return Err(CniError::internal(format!(
+                        "container veth name provided ({}) already exists",
+                        opts.ifname
+                    )));
+                }
+                last_err = Some(e);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(match last_err {
+        Some(e) => CniError::internal(format!("failed to find a free host veth name: {e}")),
+        None => CniError::internal("failed to find a free host veth name"),
+    })
+}
+
+/// The addresses of `result` that belong to `ifname` (their interface index
+/// points at an entry of that name).
+pub fn addresses_for<'a>(
+    result: &'a CniResult,
+    ifname: &'a str,
+) -> Result<Vec<&'a cni_skel::IpConfig>, CniError> {
+    let mut out = Vec::new();
+    for ip in &result.ips {
+        let Some(idx) = ip.interface else { continue };
+        match result.interfaces.get(idx) {
+            None => {
+                return Err(CniError::internal(format!(
+                    "failed to add IP addr {} to {ifname:?}: invalid interface index",
+                    ip.address
+                )));
+            }
+            Some(i) if i.name == ifname => out.push(ip),
+            Some(_) => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The reference's `ConfigureIface`, inside the container: addresses on
+/// `ifname`, the link up, then the result's routes (gateway defaulting to
+/// the family's gateway; metric, table, scope, MTU and advmss applied).
+pub fn configure_iface(
+    ns: &NetNs,
+    nl: &Netlink,
+    ifname: &str,
+    result: &CniResult,
+) -> Result<(), CniError> {
+    let link = nl.must_link(ifname)?;
+    let addrs = addresses_for(result, ifname)?;
+    if addrs.iter().any(|a| a.address.is_ipv6()) {
+        let ifname = ifname.to_string();
+        ns.run(move || -> Result<(), NetError> {
+            for key in [
+                "net/ipv6/conf/lo/disable_ipv6".to_string(),
+                format!("net/ipv6/conf/{ifname}/disable_ipv6"),
+            ] {
+                sysctl::write(&key, "0")?;
+            }
+            // Keep the v6 addresses when the link goes down (as the reference).
+            let _ = sysctl::write(&format!("net/ipv6/conf/{ifname}/keep_addr_on_down"), "1");
+            Ok(())
+        })??;
+    }
+    let mut v4gw = None;
+    let mut v6gw = None;
+    for a in &addrs {
+        nl.add_addr(&link, a.address).map_err(|e| {
+            CniError::internal(format!(
+                "failed to add IP addr {} to {ifname:?}: {e}",
+                a.address
+            ))
+        })?;
+        match (a.address, a.gateway) {
+            (IpNetwork::V4(_), Some(gw)) if v4gw.is_none() => v4gw = Some(gw),
+            (IpNetwork::V6(_), Some(gw)) if v6gw.is_none() => v6gw = Some(gw),
+            _ => {}
+        }
+    }
+    nl.set_up(&link)
+        .map_err(|e| CniError::internal(format!("failed to set {ifname:?} UP: {e}")))?;
+    if v6gw.is_some() {
+        settle_dad(nl, &link, Duration::from_secs(5))?;
+    }
+    for r in &result.routes {
+        let gw = r.gw.or(if r.dst.is_ipv4() { v4gw } else { v6gw });
+        let route = kernel_route(r, gw, link.index);
+        match nl.add_route(&route) {
+            Ok(()) => {}
+            Err(e) if e.is_exists() => {}
+            Err(e) => {
+                let via = gw.map(|g| g.to_string()).unwrap_or_else(|| "<nil>".into());
+                return Err(CniError::internal(format!(
+                    "failed to add route '{} via {via} dev {ifname}': {e}",
+                    r.dst
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A result route as a kernel route on interface `oif`.
+pub fn kernel_route(r: &cni_skel::Route, gw: Option<IpAddr>, oif: u32) -> Route {
+    let mut route = Route::new(r.dst);
+    route.gateway = gw;
+    route.oif = Some(oif);
+    route.priority = (r.priority != 0).then_some(r.priority);
+    route.table = r.table;
+    route.scope = r.scope;
+    route.mtu = (r.mtu != 0).then_some(r.mtu);
+    route.advmss = (r.adv_mss != 0).then_some(r.adv_mss);
+    route
+}
+
+/// Waits until no IPv6 address of `link` is tentative; DAD failure is an error.
+pub fn settle_dad(nl: &Netlink, link: &Link, timeout: Duration) -> Result<(), CniError> {
+    let start = Instant::now();
+    loop {
+        let addrs = nl.addrs(link, Some(IpFamily::V6))?;
+        if let Some(a) = addrs.iter().find(|a| a.dad_failed) {
+            return Err(CniError::internal(format!(
+                "failed to settle address {} on {}: DAD failed",
+                a.address, link.name
+            )));
+        }
+        if !addrs.iter().any(|a| a.tentative) {
+            return Ok(());
+        }
+        if start.elapsed() > timeout {
+            return Err(CniError::internal(format!(
+                "failed to settle addresses on {}: still tentative after {timeout:?}",
+                link.name
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Turns on forwarding for the families present in `result`, in the calling
+/// thread's namespace (written only when not already on).
+pub fn enable_forwarding(result: &CniResult) -> Result<(), CniError> {
+    let v4 = result.ips.iter().any(|i| i.address.is_ipv4());
+    let v6 = result.ips.iter().any(|i| i.address.is_ipv6());
+    if v4 {
+        sysctl::write("net/ipv4/ip_forward", "1")?;
+    }
+    if v6 {
+        sysctl::write("net/ipv6/conf/all/forwarding", "1")?;
+    }
+    Ok(())
+}
+
+/// CHECK: every address `prevResult` gives `ifname` is on the link.
+pub fn check_addresses(nl: &Netlink, ifname: &str, result: &CniResult) -> Result<(), CniError> {
+    let link = nl.link_by_name(ifname)?.ok_or_else(|| {
+        CniError::internal(format!(
+            "CNI created interface in container {ifname} not found"
+        ))
+    })?;
+    let present = nl.addrs(&link, None)?;
+    for want in addresses_for(result, ifname)? {
+        if !present.iter().any(|a| a.address == want.address) {
+            return Err(CniError::internal(format!(
+                "Failed to match addr {} on interface {ifname}",
+                want.address
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// CHECK: every route of `prevResult` exists in the namespace (destination,
+/// and the gateway when one is given; routes without a gateway match any).
+pub fn check_routes(nl: &Netlink, result: &CniResult) -> Result<(), CniError> {
+    for want in &result.routes {
+        let family = if want.dst.is_ipv4() {
+            IpFamily::V4
+        } else {
+            IpFamily::V6
+        };
+        let dst = IpNetwork::new(want.dst.network(), want.dst.prefix()).unwrap_or(want.dst);
+        let routes = nl.routes(family, want.table)?;
+        let found = routes
+            .iter()
+            .any(|r| r.dst_network() == dst && (want.gw.is_none() || r.gateway == want.gw));
+        if !found {
+            let via = want.gw.map(|g| format!(" via {g}")).unwrap_or_default();
+            return Err(CniError::internal(format!(
+                "Failed to match route {dst}{via}"
+            )));
+        }
+    }
+    Ok(())
+}
