@@ -10,12 +10,12 @@ PREFIX=${PREFIX:-/opt/cni}
 BINDIR=${BINDIR:-$PREFIX/bin}
 DESTDIR=${DESTDIR:-}
 
-cargo build --release --locked --bins
+out=$(scripts/build-release)
 
 # One plugin per directory under plugins/, binary named after the directory
 # (the CNI "type").
 for dir in plugins/*/; do
     name=$(basename "$dir")
-    install -D -m 0755 "target/release/$name" "$DESTDIR$BINDIR/$name"
+    install -D -m 0755 "$out/$name" "$DESTDIR$BINDIR/$name"
     echo "installed $DESTDIR$BINDIR/$name"
 done
