@@ -6,8 +6,8 @@
 //! matches is then deleted by its tuple, zone and ID (so an entry created
 //! again in between is left alone).
 
+use crate::IpFamily;
 use crate::error::NetError;
-use crate::netlink::IpFamily;
 use crate::nlmsg::{Conn, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, attrs, find_attr};
 
 /// IANA protocol number of TCP.
@@ -27,10 +27,11 @@ const CTA_TUPLE_PROTO: u16 = 2;
 const CTA_PROTO_NUM: u16 = 1;
 const CTA_PROTO_DST_PORT: u16 = 3;
 
-fn nfgenmsg(family: IpFamily) -> [u8; 4] {
+fn nfgenmsg(family: Option<IpFamily>) -> [u8; 4] {
     let af = match family {
-        IpFamily::V4 => 2,
-        IpFamily::V6 => 10,
+        None => 0,
+        Some(IpFamily::V4) => 2,
+        Some(IpFamily::V6) => 10,
     };
     // family, version NFNETLINK_V0, res_id 0
     [af, 0, 0, 0]
@@ -59,33 +60,55 @@ fn orig_proto_port(entry: &[u8]) -> Option<(u8, u16)> {
     Some((num, port))
 }
 
-/// Deletes every `family` entry of `protocol` whose original destination
-/// port is one of `ports`. Returns how many were deleted. Entries that vanish
-/// before their delete are not an error.
-pub fn delete_by_orig_dst_port(family: IpFamily, protocol: u8, ports: &[u16]) -> Result<usize, NetError> {
-    if ports.is_empty() {
+/// The number of entries in this namespace's table, when the kernel says.
+fn count() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Deletes every entry of `family` (`None`: both) and `protocol` whose
+/// original destination port is one of `ports`. Returns how many were
+/// deleted. Entries that vanish before their delete are not an error.
+///
+/// A dump walks the kernel's whole conntrack hash (shared by all
+/// namespaces), so both families are done in one dump, and none is made
+/// when this namespace's table is empty.
+pub fn delete_by_orig_dst_port(
+    family: Option<IpFamily>,
+    protocol: u8,
+    ports: &[u16],
+) -> Result<usize, NetError> {
+    if ports.is_empty() || count() == Some(0) {
         return Ok(0);
     }
-    let mut conn = Conn::open(rtnetlink::sys::protocols::NETLINK_NETFILTER, "conntrack")?;
-    let header = nfgenmsg(family);
+    let mut conn = Conn::open(
+        nix::sys::socket::SockProtocol::NetlinkNetFilter,
+        "conntrack",
+    )?;
+    let dump_header = nfgenmsg(family);
     let dump = crate::nlmsg::Request::new(
         (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET,
         NLM_F_REQUEST | NLM_F_DUMP,
-        &header,
+        &dump_header,
     );
-    let mut doomed: Vec<Vec<u8>> = Vec::new();
+    // (the entry's own family header, its identity)
+    let mut doomed: Vec<([u8; 4], Vec<u8>)> = Vec::new();
     conn.request(dump, "dump conntrack table", |_, payload| {
-        let Some(entry) = payload.get(4..) else {
+        let (Some(header), Some(entry)) = (payload.get(0..4), payload.get(4..)) else {
             return;
         };
-        if let Some((p, port)) = orig_proto_port(entry) {
-            if p == protocol && ports.contains(&port) {
-                doomed.push(identity(entry));
-            }
+        if let Some((p, port)) = orig_proto_port(entry)
+            && p == protocol
+            && ports.contains(&port)
+        {
+            doomed.push(([header[0], 0, 0, 0], identity(entry)));
         }
     })?;
     let mut deleted = 0;
-    for id in doomed {
+    for (header, id) in doomed {
         let mut req = crate::nlmsg::Request::new(
             (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE,
             NLM_F_REQUEST | NLM_F_ACK,
@@ -136,7 +159,7 @@ mod tests {
         }
         let ns = crate::NetNs::new_anonymous().unwrap();
         let n = ns
-            .run(|| delete_by_orig_dst_port(IpFamily::V4, PROTO_UDP, &[9]))
+            .run(|| delete_by_orig_dst_port(Some(IpFamily::V4), PROTO_UDP, &[9]))
             .unwrap()
             .unwrap();
         assert_eq!(n, 0);

@@ -177,14 +177,6 @@ impl From<NetError> for cni_skel::CniError {
     }
 }
 
-/// Converts an rtnetlink error, keeping the errno when the kernel sent one.
-pub(crate) fn from_rtnl(op: impl Into<String>, e: rtnetlink::Error) -> NetError {
-    match e {
-        rtnetlink::Error::NetlinkError(m) if m.raw_code() != 0 => NetError::io(op, m.to_io()),
-        other => NetError::other(op, other.to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,6 +54,22 @@ pub fn setup_veth(
     ns_nl: &Netlink,
     opts: VethSetup<'_>,
 ) -> Result<VethPair, CniError> {
+    setup_veth_host_up(host_nl, ns, ns_nl, opts, true)
+}
+
+/// [`setup_veth`], with the host end left down when `host_up` is false
+/// (the caller sets it up once the container end is up). A host end that
+/// is up while its peer is down has a carrier-off event pending, and the
+/// next netlink lookup of it makes the kernel handle that event with an
+/// RCU grace period (`dev_deactivate`) in the caller's context: bringing
+/// the host end up last avoids that wait altogether.
+pub fn setup_veth_host_up(
+    host_nl: &Netlink,
+    ns: &NetNs,
+    ns_nl: &Netlink,
+    opts: VethSetup<'_>,
+    host_up: bool,
+) -> Result<VethPair, CniError> {
     if ns_nl.link_by_name(opts.ifname)?.is_some() {
         return Err(CniError::internal(format!(
             "container veth name provided ({}) already exists",
@@ -71,7 +87,7 @@ pub fn setup_veth(
             mac: None,
             peer_mac: opts.container_mac,
             controller: opts.controller,
-            up: true,
+            up: host_up,
         });
         match created {
             Ok(host) => {
@@ -132,6 +148,18 @@ pub fn configure_iface(
     result: &CniResult,
 ) -> Result<(), CniError> {
     let link = nl.must_link(ifname)?;
+    configure_iface_with(ns, nl, &link, result)
+}
+
+/// [`configure_iface`] on a link the caller already looked up (one netlink
+/// round trip fewer).
+pub fn configure_iface_with(
+    ns: &NetNs,
+    nl: &Netlink,
+    link: &Link,
+    result: &CniResult,
+) -> Result<(), CniError> {
+    let ifname = link.name.as_str();
     let addrs = addresses_for(result, ifname)?;
     if addrs.iter().any(|a| a.address.is_ipv6()) {
         let ifname = ifname.to_string();
@@ -150,7 +178,7 @@ pub fn configure_iface(
     let mut v4gw = None;
     let mut v6gw = None;
     for a in &addrs {
-        nl.add_addr(&link, a.address).map_err(|e| {
+        nl.add_addr(link, a.address).map_err(|e| {
             CniError::internal(format!(
                 "failed to add IP addr {} to {ifname:?}: {e}",
                 a.address
@@ -162,10 +190,10 @@ pub fn configure_iface(
             _ => {}
         }
     }
-    nl.set_up(&link)
+    nl.set_up(link)
         .map_err(|e| CniError::internal(format!("failed to set {ifname:?} UP: {e}")))?;
     if v6gw.is_some() {
-        settle_dad(nl, &link, Duration::from_secs(5))?;
+        settle_dad(nl, link, Duration::from_secs(5))?;
     }
     for r in &result.routes {
         let gw = r.gw.or(if r.dst.is_ipv4() { v4gw } else { v6gw });

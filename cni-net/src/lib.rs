@@ -1,9 +1,10 @@
-//! Kernel networking for rcni plugins: network namespaces, a synchronous
-//! rtnetlink facade, and sysctls.
+//! Kernel networking for rcni plugins: network namespaces, a blocking,
+//! hand-built rtnetlink client, and sysctls.
 //!
 //! This is the only crate that touches the kernel network API. Plugins see
-//! plain blocking calls and small owned types ([`Link`], [`Addr`], [`Route`]);
-//! rtnetlink and tokio stay behind this seam.
+//! plain blocking calls and small owned types ([`Link`], [`Addr`], [`Route`]).
+//! The messages are built and parsed here rather than with rtnetlink and
+//! tokio: that keeps a plugin binary about a megabyte smaller (see README).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), cni_net::NetError> {
@@ -21,18 +22,20 @@
 pub mod conntrack;
 mod error;
 pub mod iface;
-mod netlink;
 pub mod netns;
+pub mod nf_tables;
 mod nlmsg;
 pub mod route_get;
+pub mod rtnl;
 pub mod sysctl;
+pub mod sysfs;
 
 pub use error::NetError;
-pub use netlink::{
-    Addr, BridgeOpts, IpFamily, Link, MAX_IFNAME_LEN, Mac, Netlink, Route, TABLE_MAIN, VethOpts,
-    scope,
-};
 pub use netns::NetNs;
+pub use rtnl::{
+    Addr, AddrFlags, BridgeOpts, IpFamily, Link, MAX_IFNAME_LEN, Mac, Netlink, Route, TABLE_MAIN,
+    VethOpts, addr_flags, bridge_vlan, scope,
+};
 
 #[cfg(test)]
 pub(crate) mod testutil {

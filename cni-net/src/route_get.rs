@@ -18,7 +18,7 @@ const AF_INET6: u8 = 10;
 /// The interface (index, name) that routes to `dst`, or `None` when there
 /// is no route (or it has no output interface).
 pub fn route_get_interface(dst: IpAddr) -> Result<Option<(u32, String)>, NetError> {
-    let mut conn = Conn::open(rtnetlink::sys::protocols::NETLINK_ROUTE, "route")?;
+    let mut conn = Conn::open(nix::sys::socket::SockProtocol::NetlinkRoute, "route")?;
     let (family, bits, bytes) = match dst {
         IpAddr::V4(a) => (AF_INET, 32u8, a.octets().to_vec()),
         IpAddr::V6(a) => (AF_INET6, 128u8, a.octets().to_vec()),
@@ -65,7 +65,10 @@ fn link_name(conn: &mut Conn, index: u32) -> Result<Option<String>, NetError> {
             name = payload
                 .get(16..)
                 .and_then(|a| find_attr(a, IFLA_IFNAME))
-                .map(|v| String::from_utf8_lossy(v.split(|b| *b == 0).next().unwrap_or_default()).into_owned());
+                .map(|v| {
+                    String::from_utf8_lossy(v.split(|b| *b == 0).next().unwrap_or_default())
+                        .into_owned()
+                });
         }
     });
     match got {
@@ -95,7 +98,9 @@ mod tests {
             return;
         }
         let ns = crate::NetNs::new_anonymous().unwrap();
-        let got = ns.run(|| route_get_interface("192.0.2.1".parse().unwrap())).unwrap();
+        let got = ns
+            .run(|| route_get_interface("192.0.2.1".parse().unwrap()))
+            .unwrap();
         // A fresh namespace has no route there.
         assert_eq!(got.unwrap(), None);
     }

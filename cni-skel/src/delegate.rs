@@ -6,7 +6,7 @@ use crate::error::CniError;
 use crate::types::CniResult;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 /// Finds `name` in the `CNI_PATH` directories.
@@ -54,6 +54,11 @@ pub fn exec(name: &str, command: Command, args: &CmdArgs) -> Result<Vec<u8>, Cni
 }
 
 fn run_once(path: &Path, command: Command, stdin: &[u8]) -> std::io::Result<std::process::Output> {
+    start_once(path, command, stdin)?.wait_with_output()
+}
+
+/// Starts the delegate and hands it all of stdin (then closes it).
+fn start_once(path: &Path, command: Command, stdin: &[u8]) -> std::io::Result<Child> {
     let mut child = std::process::Command::new(path)
         .env("CNI_COMMAND", command.as_str())
         .stdin(Stdio::piped())
@@ -64,7 +69,75 @@ fn run_once(path: &Path, command: Command, stdin: &[u8]) -> std::io::Result<std:
         // A delegate that exits without reading stdin closes the pipe: not our error.
         let _ = pipe.write_all(stdin);
     }
-    child.wait_with_output()
+    Ok(child)
+}
+
+/// A delegate started by [`start`], running while the caller does other work.
+#[derive(Debug)]
+pub struct Running {
+    child: Child,
+    path: PathBuf,
+}
+
+impl Running {
+    /// Waits for the delegate: its stdout on success, its own error (code
+    /// preserved) on failure, exactly as [`exec`].
+    pub fn wait(self) -> Result<Vec<u8>, CniError> {
+        match self.child.wait_with_output() {
+            Ok(out) if out.status.success() => Ok(out.stdout),
+            Ok(out) => Err(delegate_error(&out)),
+            Err(e) => Err(CniError::internal(format!(
+                "failed to exec {}: {e}",
+                self.path.display()
+            ))),
+        }
+    }
+}
+
+/// As [`exec`], but returns once the delegate runs (its stdin written), so
+/// the caller can work in parallel; finish with [`Running::wait`].
+pub fn start(name: &str, command: Command, args: &CmdArgs) -> Result<Running, CniError> {
+    let path = find_plugin(name, &args.path)?;
+    let mut attempt = 0;
+    loop {
+        match start_once(&path, command, &args.stdin) {
+            // "text file busy": the binary is still being written; libcni retries.
+            Err(e) if e.raw_os_error() == Some(26) && attempt < 5 => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Err(e) => {
+                return Err(CniError::internal(format!(
+                    "failed to exec {}: {e}",
+                    path.display()
+                )));
+            }
+            Ok(child) => return Ok(Running { child, path }),
+        }
+    }
+}
+
+/// An IPAM ADD started by [`ipam_add_start`].
+#[derive(Debug)]
+pub struct RunningAdd {
+    running: Running,
+    version: String,
+}
+
+impl RunningAdd {
+    /// Waits for the IPAM plugin and parses its result, as [`ipam_add`].
+    pub fn wait(self) -> Result<CniResult, CniError> {
+        let out = self.running.wait()?;
+        CniResult::parse(&out, &self.version)
+    }
+}
+
+/// Starts ADD on the config's IPAM plugin without waiting for it.
+pub fn ipam_add_start(args: &CmdArgs) -> Result<RunningAdd, CniError> {
+    Ok(RunningAdd {
+        running: start(ipam_type(args)?, Command::Add, args)?,
+        version: args.cni_version().to_string(),
+    })
 }
 
 fn delegate_error(out: &std::process::Output) -> CniError {
@@ -105,4 +178,47 @@ fn ipam_type(args: &CmdArgs) -> Result<&str, CniError> {
         .as_ref()
         .and_then(|i| i.kind.as_deref())
         .unwrap_or(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(dirs: &[&str]) -> CmdArgs {
+        CmdArgs {
+            command: Command::Add,
+            container_id: "c".into(),
+            netns: None,
+            ifname: "eth0".into(),
+            args: String::new(),
+            path: dirs.iter().map(PathBuf::from).collect(),
+            netns_override: false,
+            stdin: b"{}".to_vec(),
+            conf: crate::conf::NetConf::default(),
+        }
+    }
+
+    #[test]
+    fn start_then_wait() {
+        let a = args(&["/nonexistent", "/bin", "/usr/bin"]);
+        // `cat` echoes stdin: the delegate got all of it and stdout comes back.
+        assert_eq!(
+            start("cat", Command::Add, &a).unwrap().wait().unwrap(),
+            b"{}"
+        );
+        let e = start("false", Command::Add, &a)
+            .unwrap()
+            .wait()
+            .unwrap_err();
+        assert!(e.msg.starts_with("netplugin failed: \"\""), "{e:?}");
+        let e = start("no-such-plugin", Command::Add, &a).unwrap_err();
+        assert!(
+            e.msg
+                .starts_with("failed to find plugin \"no-such-plugin\"")
+        );
+        assert_eq!(
+            start("", Command::Add, &a).unwrap_err().msg,
+            "no plugin name provided"
+        );
+    }
 }

@@ -1,0 +1,233 @@
+//! A blocking, hand-built rtnetlink backend: links, addresses and routes in
+//! one network namespace, with neither an async runtime nor a netlink
+//! packet library.
+//!
+//! This is a drop-in for the `netlink` facade (same types, same methods,
+//! same error texts). Each [`Netlink`] owns one `NETLINK_ROUTE` socket; a
+//! method is one `sendto` and the `recvfrom`s of its answer.
+//!
+//! A netlink socket talks to the namespace it was created in. [`Netlink::host`]
+//! creates its socket on the calling thread; [`Netlink::for_ns`] creates it on
+//! a short-lived thread inside the target namespace and then uses it from
+//! the caller's thread, so no thread ever switches namespace back and forth.
+//!
+//! Layout: `msg` is the framing, request building and bounds-checked
+//! attribute walking (pure, byte-tested); `socket` the blocking exchange
+//! (sequence numbers, multipart dumps until `NLMSG_DONE`, ACK and errno);
+//! `link`, `addr` and `route` the message bodies, their parsers and the
+//! [`Netlink`] methods; [`addr_flags`] and [`bridge_vlan`] the extras.
+
+use crate::error::NetError;
+use crate::netns::NetNs;
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+mod addr;
+pub mod addr_flags;
+pub mod bridge_vlan;
+mod link;
+pub(crate) mod msg;
+mod route;
+pub(crate) mod socket;
+
+pub use addr::Addr;
+pub use addr_flags::AddrFlags;
+pub use link::{BridgeOpts, Link, VethOpts};
+pub use route::Route;
+
+use msg::{Malformed, Request};
+use socket::{Outcome, Socket};
+
+/// Longest interface name the kernel accepts (IFNAMSIZ - 1).
+pub const MAX_IFNAME_LEN: usize = 15;
+
+/// The main routing table.
+pub const TABLE_MAIN: u32 = 254;
+
+/// Route scopes (`RT_SCOPE_*`).
+pub mod scope {
+    /// Global.
+    pub const UNIVERSE: u8 = 0;
+    /// Site-local.
+    pub const SITE: u8 = 200;
+    /// Directly attached.
+    pub const LINK: u8 = 253;
+    /// Local to this host.
+    pub const HOST: u8 = 254;
+    /// No destination.
+    pub const NOWHERE: u8 = 255;
+}
+
+/// An address family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpFamily {
+    /// IPv4 (`AF_INET`).
+    V4,
+    /// IPv6 (`AF_INET6`).
+    V6,
+}
+
+impl IpFamily {
+    /// The family of an address.
+    pub fn of(ip: &IpAddr) -> IpFamily {
+        if ip.is_ipv4() {
+            IpFamily::V4
+        } else {
+            IpFamily::V6
+        }
+    }
+
+    fn af(self) -> u8 {
+        match self {
+            IpFamily::V4 => msg::AF_INET,
+            IpFamily::V6 => msg::AF_INET6,
+        }
+    }
+}
+
+/// A 48-bit MAC address. Parses `aa:bb:cc:dd:ee:ff` (or `-` separated) and
+/// prints lower-case with colons, as Go's `net.HardwareAddr` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Mac(pub [u8; 6]);
+
+impl FromStr for Mac {
+    type Err = NetError;
+
+    fn from_str(s: &str) -> Result<Mac, NetError> {
+        let bad = || NetError::other(format!("parse MAC {s:?}"), "invalid MAC address");
+        let sep = if s.contains('-') { '-' } else { ':' };
+        let mut out = [0u8; 6];
+        let mut parts = s.split(sep);
+        for byte in out.iter_mut() {
+            let p = parts.next().ok_or_else(bad)?;
+            if p.len() != 2 {
+                return Err(bad());
+            }
+            *byte = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+        }
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        Ok(Mac(out))
+    }
+}
+
+impl fmt::Display for Mac {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_hw(&self.0))
+    }
+}
+
+/// Hardware address bytes as `aa:bb:..`, any length.
+fn format_hw(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 3);
+    for (i, b) in bytes.iter().enumerate() {
+        if i > 0 {
+            s.push(':');
+        }
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// A blocking rtnetlink connection bound to one network namespace.
+///
+/// `Send` and `Sync`: concurrent calls on one handle take turns.
+pub struct Netlink {
+    sock: Mutex<Socket>,
+}
+
+impl fmt::Debug for Netlink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Netlink").finish_non_exhaustive()
+    }
+}
+
+/// A kernel errno in `errnos` means "already gone": not an error.
+fn ok_if_missing(r: Result<(), NetError>, errnos: &[i32]) -> Result<(), NetError> {
+    match r {
+        Err(e) if e.raw_errno().is_some_and(|n| errnos.contains(&n)) => Ok(()),
+        other => other,
+    }
+}
+
+/// The facade's name for a failure to open the socket: `open netlink socket`.
+fn rename(e: NetError, op: String) -> NetError {
+    match e {
+        NetError::Os { source, .. } => NetError::io(op, source),
+        NetError::Other { msg, .. } => NetError::other(op, msg),
+        other => other,
+    }
+}
+
+/// How often a dump is repeated when the kernel flags it inconsistent.
+const DUMP_RETRIES: usize = 5;
+
+impl Netlink {
+    /// A connection to the calling thread's namespace (the "host" for a
+    /// plugin's main thread).
+    pub fn host() -> Result<Netlink, NetError> {
+        let sock = Socket::route().map_err(|e| rename(e, "open netlink socket".into()))?;
+        Ok(Netlink {
+            sock: Mutex::new(sock),
+        })
+    }
+
+    /// A connection to `ns`: the socket is created on a thread inside `ns`
+    /// (a netlink socket belongs to the namespace it was created in), then
+    /// used from the caller's thread.
+    pub fn for_ns(ns: &NetNs) -> Result<Netlink, NetError> {
+        let sock = ns
+            .run(Socket::route)?
+            .map_err(|e| rename(e, format!("open netlink socket in {}", ns.path().display())))?;
+        Ok(Netlink {
+            sock: Mutex::new(sock),
+        })
+    }
+
+    fn sock(&self) -> MutexGuard<'_, Socket> {
+        // A panic while holding the lock leaves no half-done state behind:
+        // every request drains its answer before returning.
+        self.sock.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends a request that is answered by an ACK (or an errno).
+    fn exec(&self, req: Request, op: &str) -> Result<(), NetError> {
+        self.sock().request(req, op, |_, _| Ok(())).map(|_| ())
+    }
+
+    /// Sends a request and parses every answer message of type `want`
+    /// (a dump, or a single get with ACK). A dump the kernel flags as
+    /// inconsistent is repeated a few times, then its last answer is used.
+    fn collect<T>(
+        &self,
+        make: impl Fn() -> Request,
+        want: u16,
+        op: &str,
+        mut parse: impl FnMut(&[u8]) -> Result<Option<T>, Malformed>,
+    ) -> Result<Vec<T>, NetError> {
+        let mut sock = self.sock();
+        let mut out = Vec::new();
+        for _ in 0..DUMP_RETRIES {
+            out.clear();
+            let outcome = sock.request(make(), op, |kind, payload| {
+                if kind == want
+                    && let Some(t) = parse(payload)?
+                {
+                    out.push(t);
+                }
+                Ok(())
+            })?;
+            if outcome == Outcome::Done {
+                break;
+            }
+            log::debug!("{op}: dump interrupted, asking again");
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;
