@@ -1,0 +1,823 @@
+//! The on-disk store, in the reference's `backend/disk` format, so that the
+//! Go plugin and this one can share a network directory:
+//!
+//! | file | content |
+//! |---|---|
+//! | `<ip>` | `<containerID>\r\n<ifname>` (legacy files: `<containerID>`) |
+//! | `last_reserved_ip.<set>` | the address last handed out from that set |
+//! | `lock` | empty; `flock(LOCK_EX)` around every read-modify-write |
+//!
+//! # Crash safety
+//! A reservation is written to a temp file (`.rcni-tmp-<pid>-<n>`) first and
+//! then hard-linked to its address name: `link` fails with `EEXIST` when the
+//! address is taken, and otherwise makes a *complete* file appear at once,
+//! so a process killed at any instant never leaves an empty or partial
+//! reservation (the reference's `O_EXCL` + write can: plugins#498).
+//! `last_reserved_ip.<set>` is replaced by temp file + `rename`. Temp files
+//! are only created under the lock, so any temp file seen under the lock
+//! belongs to a dead process; the next session that lists the directory
+//! removes it (after a crash that is the next session: see the stamp
+//! below). Their names are not addresses, so neither the Go plugin nor GC
+//! takes them for reservations.
+//!
+//! # Fast path
+//! Knowing who owns what needs the content of every reservation file: the
+//! reference reads them all on every ADD, DEL and CHECK, so its ADD grows
+//! with the store. This store keeps a cache, `.rcni-index`: a fixed-size
+//! header holding the directory's mtime (and inode) as of the last write,
+//! then one line per reservation, `<hash of content> <address>`.
+//!
+//! An ADD whose index header matches the directory's current mtime trusts
+//! the index and lists nothing: one read of the index, a substring search
+//! for the owner's hash, a read of each hit to verify it, then `link`
+//! attempts from the round-robin position (`EEXIST` = taken; after a few
+//! taken candidates in a row the names are listed once, to skip the rest
+//! in memory). New lines are appended and the header restamped at the end.
+//! Before its first change a session zeroes the stamp, so a process killed
+//! half-way leaves an index that the next session will not trust.
+//!
+//! When the stamp does not match (the Go plugin or anyone else changed the
+//! directory, a crash, no index yet), or for DEL and GC, the session reads
+//! every file, as the reference does, and rewrites the index.
+//!
+//! Correctness never rests on the index: claims are exclusive (`link`),
+//! every hit is verified by reading the file, DEL and GC read everything,
+//! and CHECK reads everything before failing. What the index can get wrong
+//! is only ADD's "this attachment already has an address" error, and only
+//! if a foreign writer created that attachment's file within the same mtime
+//! tick as our last write, so that the mtime did not move. Kernels with
+//! multigrain timestamps (6.13+: ext4, xfs, btrfs, tmpfs) give a later,
+//! fine-grained mtime to any change after a `stat`, which closes even that.
+
+use crate::allocator;
+use cni_skel::CniError;
+use cni_skel::error::code;
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::net::IpAddr;
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Name of the lock file, as the reference names it.
+pub const LOCK_FILE: &str = "lock";
+/// Prefix of the per-set round-robin position files.
+pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
+/// Prefix of temp files (never an address, so never a reservation).
+pub const TMP_PREFIX: &str = ".rcni-tmp-";
+/// The ownership cache.
+pub const INDEX_FILE: &str = ".rcni-index";
+const INDEX_MAGIC: &str = "rcni-index v2";
+/// Taken candidates in a row after which an ADD lists the directory.
+const LIST_AFTER_TAKEN: u32 = 8;
+
+fn io_err(what: impl std::fmt::Display, path: &Path, e: std::io::Error) -> CniError {
+    CniError::new(
+        code::IO_FAILURE,
+        format!("{what} {}: {e}", path.display()),
+        "",
+    )
+}
+
+/// Go's `strings.TrimSpace` for the ASCII whitespace that can occur here.
+fn trim(b: &[u8]) -> &[u8] {
+    let ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
+    let start = b.iter().position(|c| !ws(c)).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !ws(c)).map_or(start, |p| p + 1);
+    b.get(start..end).unwrap_or_default()
+}
+
+/// The content of a reservation file for `(id, ifname)`.
+pub fn owner_key(id: &str, ifname: &str) -> Vec<u8> {
+    let mut k = trim(id.as_bytes()).to_vec();
+    k.extend_from_slice(b"\r\n");
+    k.extend_from_slice(ifname.as_bytes());
+    k
+}
+
+/// The content of a legacy reservation file (container ID only).
+pub fn legacy_key(id: &str) -> Vec<u8> {
+    trim(id.as_bytes()).to_vec()
+}
+
+/// FNV-1a, 64 bits: stable across runs (the index is on disk).
+fn fnv(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The directory's identity and last change: (mtime s, mtime ns, inode).
+type Stamp = (i64, i64, u64);
+
+fn dir_stamp(dir: &Path) -> std::io::Result<Stamp> {
+    let m = fs::metadata(dir)?;
+    Ok((m.mtime(), m.mtime_nsec(), m.ino()))
+}
+
+/// The fixed-size first line of the index. A zero stamp means "not to be
+/// trusted" (a session is changing the directory, or died doing so).
+fn header(stamp: Option<Stamp>) -> String {
+    let (s, ns, ino) = stamp.unwrap_or((0, 0, 0));
+    format!("{INDEX_MAGIC} {s:020} {ns:09} {ino:020}\n")
+}
+
+fn parse_header(text: &str) -> Option<Stamp> {
+    let line = text.get(..header(None).len())?;
+    let rest = line.strip_prefix(INDEX_MAGIC)?.strip_suffix('\n')?;
+    let mut f = rest.split_ascii_whitespace();
+    let stamp: Stamp = (
+        f.next()?.parse().ok()?,
+        f.next()?.parse().ok()?,
+        f.next()?.parse().ok()?,
+    );
+    (stamp != (0, 0, 0)).then_some(stamp)
+}
+
+/// Reads a reservation file's trimmed content; `None` when unreadable.
+fn read_trimmed(path: &Path) -> Option<Vec<u8>> {
+    let mut f = File::open(path).ok()?;
+    // One read() for the usual ~80-byte file (open, read, close: three
+    // syscalls per file on a full scan); a short read of a regular file
+    // is its end.
+    let mut small = [0u8; 512];
+    let n = f.read(&mut small).ok()?;
+    let head = small.get(..n)?;
+    if n < small.len() {
+        return Some(trim(head).to_vec());
+    }
+    let mut buf = head.to_vec();
+    f.read_to_end(&mut buf).ok()?;
+    Some(trim(&buf).to_vec())
+}
+
+/// The addresses named in `dir`, from the listing alone. A missing
+/// directory holds nothing.
+pub fn reserved_ips(dir: &Path) -> Result<Vec<IpAddr>, CniError> {
+    let rd = match fs::read_dir(dir) {
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        r => r.map_err(|e| io_err("failed to list", dir, e))?,
+    };
+    let mut out = Vec::new();
+    for de in rd {
+        let de = de.map_err(|e| io_err("failed to list", dir, e))?;
+        if let Some(ip) = de
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<IpAddr>().ok())
+        {
+            out.push(ip.to_canonical());
+        }
+    }
+    Ok(out)
+}
+
+/// A network directory and its open lock file.
+pub struct Store {
+    dir: PathBuf,
+    lock: File,
+}
+
+/// How a session learns who owns what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sync {
+    /// Trust the index when its stamp matches the directory.
+    Fast,
+    /// Read every reservation file.
+    Full,
+}
+
+fn open_lock(dir: &Path) -> Result<File, CniError> {
+    let path = dir.join(LOCK_FILE);
+    match File::open(&path) {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == ErrorKind::NotFound => OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o750)
+            .open(&path)
+            .map_err(|e| io_err("failed to create lock file", &path, e)),
+        Err(e) => Err(io_err("failed to open lock file", &path, e)),
+    }
+}
+
+impl Store {
+    /// Opens the network directory `dir`, creating it (mode 0755, parents
+    /// included) and its lock file as needed.
+    pub fn create(dir: &Path) -> Result<Store, CniError> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(|e| io_err("failed to create data directory", dir, e))?;
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            lock: open_lock(dir)?,
+        })
+    }
+
+    /// Opens an existing network directory; `None` when there is none.
+    pub fn open_existing(dir: &Path) -> Result<Option<Store>, CniError> {
+        match fs::metadata(dir) {
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                Ok(None)
+            }
+            Err(e) => Err(io_err("failed to open data directory", dir, e)),
+            Ok(_) => Ok(Some(Store {
+                dir: dir.to_path_buf(),
+                lock: open_lock(dir)?,
+            })),
+        }
+    }
+
+    /// The network directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn lock(&self) -> Result<(), CniError> {
+        self.lock
+            .lock()
+            .map_err(|e| io_err("failed to lock", &self.dir.join(LOCK_FILE), e))
+    }
+
+    /// Under the lock, creates and removes a temp file: can the directory
+    /// be written? (STATUS.) A trusted index stays trusted.
+    pub fn probe_write(&self) -> Result<(), CniError> {
+        self.lock()?;
+        let index_path = self.dir.join(INDEX_FILE);
+        let before = dir_stamp(&self.dir).ok();
+        let trusted = fs::read(&index_path)
+            .ok()
+            .and_then(|b| parse_header(&String::from_utf8_lossy(&b)))
+            .is_some_and(|s| Some(s) == before);
+        let path = self
+            .dir
+            .join(format!("{TMP_PREFIX}{}-status", std::process::id()));
+        let r = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|_| fs::remove_file(&path))
+            .map_err(|e| io_err("cannot write", &path, e));
+        if trusted {
+            let restamp = OpenOptions::new()
+                .write(true)
+                .open(&index_path)
+                .and_then(|f| f.write_all_at(header(Some(dir_stamp(&self.dir)?)).as_bytes(), 0));
+            if let Err(e) = restamp {
+                log::debug!("cannot restamp {}: {e}", index_path.display());
+            }
+        }
+        let _ = self.lock.unlock();
+        r
+    }
+
+    /// Takes the lock and learns who owns what.
+    pub fn session(&self, sync: Sync) -> Result<Session<'_>, CniError> {
+        self.lock()?;
+        let mut s = Session {
+            store: self,
+            index: None,
+            files: HashMap::new(),
+            names: None,
+            appended: Vec::new(),
+            changed: false,
+            heal: false,
+            index_file: None,
+            tmp_seq: 0,
+            claim_tmp: None,
+            taken_in_a_row: 0,
+            stats: Stats::default(),
+        };
+        // On error the session's Drop releases the lock.
+        s.start(sync)?;
+        Ok(s)
+    }
+}
+
+/// What a session had to do (for tests, benchmarks and `RCNI_LOG=debug`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// The index was trusted.
+    pub index_used: bool,
+    /// The directory was listed.
+    pub listed: bool,
+    /// Reservation files read.
+    pub files_read: usize,
+    /// Stale temp files removed.
+    pub stale_removed: usize,
+}
+
+/// A reservation file this session knows the content of.
+#[derive(Debug, Clone)]
+struct Known {
+    name: String,
+    /// Trimmed content; `None` when the file could not be read.
+    content: Option<Vec<u8>>,
+}
+
+/// The store under its lock. Dropping it removes its temp file, brings the
+/// index up to date if the directory changed, and releases the lock.
+pub struct Session<'a> {
+    store: &'a Store,
+    /// The trusted index text (fast sessions).
+    index: Option<String>,
+    /// Fast: files this session read, made or removed (`None` = removed).
+    /// Full: every reservation file.
+    files: HashMap<IpAddr, Option<Known>>,
+    /// Every address with a file, when the directory was listed.
+    names: Option<HashSet<IpAddr>>,
+    /// Index lines to append (fast sessions).
+    appended: Vec<(IpAddr, String)>,
+    /// The directory was changed (and the index stamp zeroed).
+    changed: bool,
+    /// A full session found the index untrusted: rewrite it even if
+    /// nothing changes.
+    heal: bool,
+    index_file: Option<File>,
+    tmp_seq: u32,
+    /// The temp file holding the content of the reservation being made,
+    /// reused while candidates turn out taken: (name, content).
+    claim_tmp: Option<(String, Vec<u8>)>,
+    taken_in_a_row: u32,
+    stats: Stats,
+}
+
+impl Session<'_> {
+    fn path(&self, name: impl AsRef<OsStr>) -> PathBuf {
+        self.store.dir.join(name.as_ref())
+    }
+
+    /// What this session had to do so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// True when the session reads everything rather than trusting the index.
+    fn full(&self) -> bool {
+        self.index.is_none()
+    }
+
+    fn start(&mut self, sync: Sync) -> Result<(), CniError> {
+        let dir = self.store.dir.clone();
+        let stamp = dir_stamp(&dir).map_err(|e| io_err("failed to stat", &dir, e))?;
+        let trusted = fs::read(dir.join(INDEX_FILE))
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .filter(|text| parse_header(text) == Some(stamp));
+        match (sync, trusted) {
+            (Sync::Fast, Some(text)) => {
+                self.index = Some(text);
+                self.stats.index_used = true;
+                Ok(())
+            }
+            (_, trusted) => {
+                self.heal = trusted.is_none();
+                self.scan()
+            }
+        }
+    }
+
+    /// Lists the directory and reads every reservation file; removes stale
+    /// temp files (any temp file seen under the lock is a dead process's).
+    fn scan(&mut self) -> Result<(), CniError> {
+        let dir = self.store.dir.clone();
+        let mut names = HashSet::new();
+        let mut stale = Vec::new();
+        let rd = fs::read_dir(&dir).map_err(|e| io_err("failed to list", &dir, e))?;
+        for de in rd {
+            let de = de.map_err(|e| io_err("failed to list", &dir, e))?;
+            let name = de.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with(TMP_PREFIX) {
+                stale.push(name.to_string());
+                continue;
+            }
+            let Ok(ip) = name.parse::<IpAddr>() else {
+                continue;
+            };
+            let ip = ip.to_canonical();
+            self.stats.files_read += 1;
+            let known = Known {
+                name: name.to_string(),
+                content: read_trimmed(&dir.join(name)),
+            };
+            names.insert(ip);
+            self.files.insert(ip, Some(known));
+        }
+        self.stats.listed = true;
+        self.names = Some(names);
+        for name in stale {
+            self.will_change();
+            match fs::remove_file(dir.join(&name)) {
+                Ok(()) => {
+                    log::debug!("removed stale temp file {name}");
+                    self.stats.stale_removed += 1;
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => log::warn!("cannot remove stale temp file {name}: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Lists the names only (a fast session meeting many taken candidates).
+    fn list_names(&mut self) {
+        match reserved_ips(&self.store.dir) {
+            Ok(ips) => {
+                self.stats.listed = true;
+                self.names = Some(ips.into_iter().collect());
+            }
+            Err(e) => log::debug!("cannot list: {}", e.msg),
+        }
+    }
+
+    /// Called before the first change to the directory: zero the index
+    /// stamp, so that a crash from here on makes the next session read
+    /// everything.
+    fn will_change(&mut self) {
+        if self.changed {
+            return;
+        }
+        self.changed = true;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(self.path(INDEX_FILE));
+        match f {
+            Ok(f) => {
+                if let Err(e) = f.write_all_at(header(None).as_bytes(), 0) {
+                    log::debug!("cannot write {INDEX_FILE}: {e}");
+                }
+                self.index_file = Some(f);
+            }
+            Err(e) => log::debug!("cannot open {INDEX_FILE}: {e}"),
+        }
+    }
+
+    /// The content of `ip`'s file, reading it if this session has not.
+    fn content_of(&mut self, ip: IpAddr) -> Option<Vec<u8>> {
+        if let Some(known) = self.files.get(&ip) {
+            return known.as_ref().and_then(|k| k.content.clone());
+        }
+        let name = ip.to_string();
+        let path = self.path(&name);
+        let content = read_trimmed(&path);
+        self.stats.files_read += 1;
+        // A stale index line: the file is gone.
+        let gone = content.is_none() && fs::symlink_metadata(&path).is_err();
+        let known = (!gone).then(|| Known {
+            name,
+            content: content.clone(),
+        });
+        self.files.insert(ip, known);
+        content
+    }
+
+    /// The addresses whose file content equals `key`, verified by reading.
+    fn matching(&mut self, key: &[u8]) -> Vec<IpAddr> {
+        let mut candidates: Vec<IpAddr> = Vec::new();
+        if let Some(text) = &self.index {
+            let needle = format!("\n{:016x} ", fnv(key));
+            for (at, _) in text.match_indices(&needle) {
+                let rest = text.get(at + needle.len()..).unwrap_or_default();
+                // A line without its newline is torn: not trusted.
+                if let Some((name, _)) = rest.split_once('\n')
+                    && let Ok(ip) = name.parse::<IpAddr>()
+                {
+                    candidates.push(ip.to_canonical());
+                }
+            }
+        }
+        candidates.extend(
+            self.files
+                .iter()
+                .filter(|(_, k)| {
+                    k.as_ref()
+                        .is_some_and(|k| k.content.as_deref() == Some(key))
+                })
+                .map(|(ip, _)| *ip),
+        );
+        candidates.sort();
+        candidates.dedup();
+        candidates
+            .into_iter()
+            .filter(|ip| self.content_of(*ip).as_deref() == Some(key))
+            .collect()
+    }
+
+    /// The reference's `GetByID`: addresses held by `(id, ifname)` or by a
+    /// legacy `id`-only file.
+    pub fn owned_by(&mut self, id: &str, ifname: &str) -> Vec<IpAddr> {
+        let mut ips = self.matching(&owner_key(id, ifname));
+        ips.extend(self.matching(&legacy_key(id)));
+        ips.sort();
+        ips.dedup();
+        ips
+    }
+
+    fn next_tmp(&mut self) -> String {
+        self.tmp_seq += 1;
+        format!("{TMP_PREFIX}{}-{}", std::process::id(), self.tmp_seq)
+    }
+
+    /// Writes `data` to a new temp file (0600); returns its name.
+    fn write_tmp(&mut self, data: &[u8]) -> Result<String, CniError> {
+        self.will_change();
+        let name = self.next_tmp();
+        let path = self.path(&name);
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| io_err("failed to create", &path, e))?;
+        f.write_all(data).map_err(|e| {
+            let _ = fs::remove_file(&path);
+            io_err("failed to write", &path, e)
+        })?;
+        Ok(name)
+    }
+
+    /// Creates the file for `ip` owned by `(id, ifname)` atomically;
+    /// `Ok(false)` when the address is taken.
+    pub fn claim(&mut self, id: &str, ifname: &str, ip: IpAddr) -> Result<bool, CniError> {
+        let ip = ip.to_canonical();
+        let known_taken = matches!(self.files.get(&ip), Some(Some(_)))
+            || (self.names.as_ref().is_some_and(|n| n.contains(&ip))
+                && !matches!(self.files.get(&ip), Some(None)));
+        if known_taken {
+            return Ok(false);
+        }
+        let key = owner_key(id, ifname);
+        if self.claim_tmp.as_ref().is_some_and(|(_, k)| *k != key) {
+            self.drop_claim_tmp();
+        }
+        let tmp = match &self.claim_tmp {
+            Some((n, _)) => n.clone(),
+            None => {
+                let n = self.write_tmp(&key)?;
+                self.claim_tmp = Some((n.clone(), key.clone()));
+                n
+            }
+        };
+        let name = ip.to_string();
+        let target = self.path(&name);
+        match fs::hard_link(self.path(&tmp), &target) {
+            Ok(()) => {
+                // The temp name is spent: each reservation gets its own inode.
+                self.drop_claim_tmp();
+                self.taken_in_a_row = 0;
+                if !self.full() {
+                    let line = format!("{:016x} {name}\n", fnv(&key));
+                    self.appended.push((ip, line));
+                }
+                if let Some(n) = &mut self.names {
+                    n.insert(ip);
+                }
+                self.files.insert(
+                    ip,
+                    Some(Known {
+                        name,
+                        content: Some(key),
+                    }),
+                );
+                Ok(true)
+            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                if let Some(n) = &mut self.names {
+                    n.insert(ip);
+                }
+                self.files.remove(&ip);
+                self.taken_in_a_row += 1;
+                if self.names.is_none() && self.taken_in_a_row >= LIST_AFTER_TAKEN {
+                    self.list_names();
+                }
+                Ok(false)
+            }
+            Err(e) => Err(io_err("failed to reserve", &target, e)),
+        }
+    }
+
+    fn drop_claim_tmp(&mut self) {
+        if let Some((name, _)) = self.claim_tmp.take()
+            && let Err(e) = fs::remove_file(self.path(&name))
+        {
+            log::warn!("cannot remove temp file {name}: {e}");
+        }
+    }
+
+    /// The last address reserved from set `set`; `None` when missing or unreadable.
+    pub fn last_reserved(&self, set: usize) -> Option<IpAddr> {
+        let data = fs::read(self.path(format!("{LAST_RESERVED_PREFIX}{set}"))).ok()?;
+        std::str::from_utf8(trim(&data))
+            .ok()?
+            .parse::<IpAddr>()
+            .ok()
+            .map(|ip| ip.to_canonical())
+    }
+
+    /// Records `ip` as set `set`'s last reserved address (temp + rename).
+    pub fn set_last_reserved(&mut self, set: usize, ip: IpAddr) -> Result<(), CniError> {
+        let tmp = self.write_tmp(ip.to_string().as_bytes())?;
+        let target = self.path(format!("{LAST_RESERVED_PREFIX}{set}"));
+        fs::rename(self.path(&tmp), &target).map_err(|e| {
+            let _ = fs::remove_file(self.path(&tmp));
+            io_err("failed to write", &target, e)
+        })
+    }
+
+    /// Removes the file of `ip`; a file already gone is fine.
+    fn remove(&mut self, ip: IpAddr) -> Result<(), CniError> {
+        self.will_change();
+        let path = self.path(ip.to_string());
+        let path = match self.files.get(&ip) {
+            Some(Some(k)) => self.path(&k.name),
+            _ => path,
+        };
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(err) if err.kind() == ErrorKind::NotFound => {}
+            Err(err) => return Err(io_err("failed to release", &path, err)),
+        }
+        if self.full() {
+            self.files.remove(&ip);
+        } else {
+            self.files.insert(ip, None);
+        }
+        if let Some(n) = &mut self.names {
+            n.remove(&ip);
+        }
+        Ok(())
+    }
+
+    fn remove_all(&mut self, ips: &[IpAddr]) -> Result<(), CniError> {
+        let mut errs = Vec::new();
+        for ip in ips {
+            if let Err(e) = self.remove(*ip) {
+                errs.push(e.msg);
+            }
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(CniError::new(code::IO_FAILURE, errs.join("; "), ""))
+        }
+    }
+
+    /// The reference's `ReleaseByID`: removes every file of `(id, ifname)`;
+    /// when there is none, every legacy file holding only `id`. Returns the
+    /// addresses released.
+    pub fn release(&mut self, id: &str, ifname: &str) -> Result<Vec<IpAddr>, CniError> {
+        let mut ips = self.matching(&owner_key(id, ifname));
+        if ips.is_empty() {
+            ips = self.matching(&legacy_key(id));
+        }
+        self.remove_all(&ips)?;
+        Ok(ips)
+    }
+
+    /// Removes every reservation not held by one of `valid` (legacy files
+    /// are kept when their container ID is valid), including empty and
+    /// unreadable files. Needs a full session. Returns the addresses released.
+    pub fn gc(&mut self, valid: &[(String, String)]) -> Result<Vec<IpAddr>, CniError> {
+        if !self.full() {
+            self.index = None;
+            self.files.clear();
+            self.scan()?;
+        }
+        let mut keep: HashSet<Vec<u8>> = HashSet::with_capacity(valid.len() * 2);
+        for (id, ifname) in valid {
+            keep.insert(owner_key(id, ifname));
+            keep.insert(legacy_key(id));
+        }
+        let mut drop: Vec<IpAddr> = self
+            .files
+            .iter()
+            .filter(|(_, k)| {
+                !k.as_ref()
+                    .and_then(|k| k.content.as_ref())
+                    .is_some_and(|c| !c.is_empty() && keep.contains(c))
+            })
+            .map(|(ip, _)| *ip)
+            .collect();
+        drop.sort();
+        self.remove_all(&drop)?;
+        Ok(drop)
+    }
+
+    /// Brings the index up to date: a full session rewrites it, a fast one
+    /// appends its new lines; then the stamp is set to the directory's
+    /// mtime after every change.
+    fn save_index(&mut self) -> std::io::Result<()> {
+        if self.index_file.is_none() {
+            self.will_change();
+        }
+        let Some(f) = self.index_file.take() else {
+            return Ok(());
+        };
+        if self.full() {
+            let mut lines: Vec<(&IpAddr, &Known)> = self
+                .files
+                .iter()
+                .filter_map(|(ip, k)| k.as_ref().map(|k| (ip, k)))
+                .collect();
+            lines.sort_by_key(|(ip, _)| **ip);
+            let mut text = header(None);
+            for (_, k) in lines {
+                if let Some(c) = k.content.as_deref().filter(|c| !c.is_empty()) {
+                    text.push_str(&format!("{:016x} {}\n", fnv(c), k.name));
+                }
+            }
+            // Overwrite, then cut: truncating to zero first would make
+            // ext4 flush the file on close (auto_da_alloc).
+            f.write_all_at(text.as_bytes(), 0)?;
+            f.set_len(text.len() as u64)?;
+        } else {
+            // Lines of addresses released again in this session (a failed
+            // ADD) are left out.
+            let lines: String = self
+                .appended
+                .iter()
+                .filter(|(ip, _)| matches!(self.files.get(ip), Some(Some(_))))
+                .map(|(_, line)| line.as_str())
+                .collect();
+            if !lines.is_empty() {
+                let mut at = f.metadata()?.len();
+                // Never glue a line to a torn one.
+                if self.index.as_deref().is_some_and(|t| !t.ends_with('\n')) {
+                    f.write_all_at(b"\n", at)?;
+                    at += 1;
+                }
+                f.write_all_at(lines.as_bytes(), at)?;
+            }
+        }
+        let stamp = dir_stamp(&self.store.dir)?;
+        f.write_all_at(header(Some(stamp)).as_bytes(), 0)
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        self.drop_claim_tmp();
+        if (self.changed || self.heal)
+            && let Err(e) = self.save_index()
+        {
+            log::debug!("cannot write {INDEX_FILE}: {e}");
+        }
+        log::debug!(
+            "{}: index used: {}, listed: {}, files read: {}, stale temp files removed: {}",
+            self.store.dir.display(),
+            self.stats.index_used,
+            self.stats.listed,
+            self.stats.files_read,
+            self.stats.stale_removed
+        );
+        if let Err(e) = self.store.lock.unlock() {
+            log::warn!("cannot unlock {}: {e}", self.store.dir.display());
+        }
+    }
+}
+
+impl allocator::Store for Session<'_> {
+    fn reserve(
+        &mut self,
+        id: &str,
+        ifname: &str,
+        ip: IpAddr,
+        set: usize,
+    ) -> Result<bool, CniError> {
+        if !self.claim(id, ifname, ip)? {
+            return Ok(false);
+        }
+        if let Err(e) = self.set_last_reserved(set, ip) {
+            // Do not keep an address the caller will not know it holds.
+            let _ = self.remove(ip.to_canonical());
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    fn last_reserved_ip(&mut self, set: usize) -> Option<IpAddr> {
+        self.last_reserved(set)
+    }
+
+    fn owned(&mut self, id: &str, ifname: &str) -> Result<Vec<IpAddr>, CniError> {
+        Ok(self.owned_by(id, ifname))
+    }
+
+    fn unreserve(&mut self, ips: &[IpAddr]) -> Result<(), CniError> {
+        self.remove_all(ips)
+    }
+}
+
+#[cfg(test)]
+mod tests;

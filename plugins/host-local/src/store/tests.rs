@@ -1,0 +1,437 @@
+use super::*;
+use crate::allocator::{self as alloc, Store as _};
+use crate::range::{Cidr, RangeSet, RawRange};
+use std::os::unix::fs::PermissionsExt;
+
+/// A temp directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "rcni-hl-unit-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&p);
+        TempDir(p)
+    }
+    fn net(&self) -> PathBuf {
+        self.0.join("net")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+fn set24(subnet: &str) -> RangeSet {
+    RangeSet::canonicalize(
+        &[RawRange {
+            subnet: Some(Cidr::parse(subnet).unwrap()),
+            range_start: None,
+            range_end: None,
+            gateway: None,
+            origin: "t".into(),
+        }],
+        "t",
+    )
+    .unwrap()
+}
+
+#[test]
+fn create_makes_dir_and_lock_with_reference_modes() {
+    let t = TempDir::new("create");
+    let s = Store::create(&t.net()).unwrap();
+    assert_eq!(s.dir(), t.net());
+    let mode = fs::metadata(t.net()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & 0o700, 0o700);
+    assert!(t.net().join(LOCK_FILE).is_file());
+    assert!(
+        Store::open_existing(&t.0.join("missing"))
+            .unwrap()
+            .is_none()
+    );
+    assert!(Store::open_existing(&t.net()).unwrap().is_some());
+}
+
+#[test]
+fn claim_writes_complete_files_and_last_reserved() {
+    let t = TempDir::new("claim");
+    let s = Store::create(&t.net()).unwrap();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert!(ss.reserve("  cid1 ", "eth0", ip("10.0.0.2"), 0).unwrap());
+        assert!(!ss.reserve("cid2", "eth0", ip("10.0.0.2"), 0).unwrap());
+        assert!(ss.reserve("cid1", "eth1", ip("2001:db8::2"), 1).unwrap());
+        assert_eq!(ss.last_reserved_ip(0), Some(ip("10.0.0.2")));
+        assert_eq!(ss.last_reserved_ip(1), Some(ip("2001:db8::2")));
+        assert_eq!(ss.last_reserved_ip(2), None);
+    }
+    assert_eq!(fs::read(t.net().join("10.0.0.2")).unwrap(), b"cid1\r\neth0");
+    assert_eq!(
+        fs::read(t.net().join("2001:db8::2")).unwrap(),
+        b"cid1\r\neth1"
+    );
+    assert_eq!(
+        fs::read(t.net().join("last_reserved_ip.0")).unwrap(),
+        b"10.0.0.2"
+    );
+    let mode = fs::metadata(t.net().join("10.0.0.2"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    // every reservation is its own inode, with no other name
+    for f in ["10.0.0.2", "2001:db8::2"] {
+        assert_eq!(fs::metadata(t.net().join(f)).unwrap().nlink(), 1, "{f}");
+    }
+    let mode = fs::metadata(t.net().join("last_reserved_ip.0"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    // no temp file is left, the index exists
+    assert_eq!(
+        names(&t.net()),
+        [
+            ".rcni-index",
+            "10.0.0.2",
+            "2001:db8::2",
+            "last_reserved_ip.0",
+            "last_reserved_ip.1",
+            "lock"
+        ]
+    );
+}
+
+#[test]
+fn owned_and_release_follow_the_reference() {
+    let t = TempDir::new("release");
+    let s = Store::create(&t.net()).unwrap();
+    fs::write(t.net().join("10.0.0.5"), "legacy").unwrap();
+    fs::write(t.net().join("10.0.0.6"), " legacy\n").unwrap();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        ss.claim("a", "eth0", ip("10.0.0.2")).unwrap();
+        ss.claim("a", "eth1", ip("10.0.0.3")).unwrap();
+        ss.claim("legacy", "eth0", ip("10.0.0.4")).unwrap();
+        assert_eq!(ss.owned_by("a", "eth0"), [ip("10.0.0.2")]);
+        assert_eq!(
+            ss.owned_by("legacy", "eth9"),
+            [ip("10.0.0.5"), ip("10.0.0.6")]
+        );
+        assert_eq!(
+            ss.owned_by("legacy", "eth0"),
+            [ip("10.0.0.4"), ip("10.0.0.5"), ip("10.0.0.6")]
+        );
+        // release (id, ifname) files only when some exist
+        assert_eq!(ss.release("legacy", "eth0").unwrap(), [ip("10.0.0.4")]);
+        // then the legacy ones
+        assert_eq!(
+            ss.release("legacy", "eth0").unwrap(),
+            [ip("10.0.0.5"), ip("10.0.0.6")]
+        );
+        assert!(ss.release("legacy", "eth0").unwrap().is_empty());
+        assert!(ss.release("unknown", "eth0").unwrap().is_empty());
+        assert_eq!(ss.release("a", "eth1").unwrap(), [ip("10.0.0.3")]);
+    }
+    assert_eq!(names(&t.net()), [".rcni-index", "10.0.0.2", "lock"]);
+}
+
+#[test]
+fn index_makes_the_next_sessions_read_and_list_nothing() {
+    let t = TempDir::new("index");
+    let s = Store::create(&t.net()).unwrap();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert!(!ss.stats().index_used && ss.stats().listed);
+        for i in 2..50 {
+            ss.claim(&format!("c{i}"), "eth0", ip(&format!("10.0.0.{i}")))
+                .unwrap();
+        }
+    }
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert!(ss.stats().index_used);
+        assert!(ss.owned_by("nobody", "eth0").is_empty());
+        assert_eq!(ss.stats().files_read, 0);
+        // a hit is verified by reading exactly that file
+        assert_eq!(ss.owned_by("c7", "eth0"), [ip("10.0.0.7")]);
+        assert_eq!(ss.stats().files_read, 1);
+        // taken is found by link(); free is claimed
+        assert!(!ss.claim("x", "eth0", ip("10.0.0.30")).unwrap());
+        assert!(ss.claim("x", "eth0", ip("10.0.0.50")).unwrap());
+        assert!(!ss.stats().listed);
+    }
+    {
+        // the appended line is found by the next session
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert!(ss.stats().index_used);
+        assert_eq!(ss.owned_by("x", "eth0"), [ip("10.0.0.50")]);
+        assert_eq!(ss.stats().files_read, 1);
+    }
+    // Full ignores the index
+    let ss = s.session(Sync::Full).unwrap();
+    assert!(!ss.stats().index_used);
+    assert_eq!(ss.stats().files_read, 49);
+}
+
+#[test]
+fn many_taken_candidates_list_the_names_once() {
+    let t = TempDir::new("taken");
+    let s = Store::create(&t.net()).unwrap();
+    let set = set24("10.8.0.0/24");
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        for i in 2..100 {
+            ss.claim(&format!("c{i}"), "eth0", ip(&format!("10.8.0.{i}")))
+                .unwrap();
+        }
+    }
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(ss.stats().index_used);
+    // last_reserved is unset: the walk starts at .2 and meets 98 taken addresses
+    let c = alloc::get(&set, 0, &mut ss, "new", "eth0", None).unwrap();
+    assert_eq!(c.address.to_string(), "10.8.0.100/24");
+    assert!(ss.stats().listed);
+    assert_eq!(ss.stats().files_read, 0);
+}
+
+#[test]
+fn foreign_writers_are_seen() {
+    let t = TempDir::new("foreign");
+    let s = Store::create(&t.net()).unwrap();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        ss.claim("a", "eth0", ip("10.0.0.2")).unwrap();
+        ss.claim("b", "eth0", ip("10.0.0.3")).unwrap();
+    }
+    // The Go plugin adds a file and removes one (without the index).
+    fs::write(t.net().join("10.0.0.9"), "go\r\neth0").unwrap();
+    fs::remove_file(t.net().join("10.0.0.3")).unwrap();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert_eq!(ss.owned_by("go", "eth0"), [ip("10.0.0.9")]);
+        assert!(ss.owned_by("b", "eth0").is_empty());
+        assert!(ss.claim("c", "eth0", ip("10.0.0.3")).unwrap());
+    }
+    // Same name re-created with other content (inode may be recycled): the
+    // mtime moved, so everything is read again.
+    fs::remove_file(t.net().join("10.0.0.2")).unwrap();
+    fs::write(t.net().join("10.0.0.2"), "other\r\neth0").unwrap();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert!(!ss.stats().index_used);
+        assert!(ss.owned_by("a", "eth0").is_empty());
+        assert_eq!(ss.owned_by("other", "eth0"), [ip("10.0.0.2")]);
+    }
+}
+
+#[test]
+fn untrusted_index_falls_back_to_reading() {
+    let t = TempDir::new("corrupt");
+    let s = Store::create(&t.net()).unwrap();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        ss.claim("a", "eth0", ip("10.0.0.2")).unwrap();
+    }
+    let path = t.net().join(INDEX_FILE);
+    let good = fs::read_to_string(&path).unwrap();
+    assert!(good.starts_with("rcni-index v2 "), "{good}");
+    assert!(s.session(Sync::Fast).unwrap().stats().index_used);
+    // a zeroed stamp: a session died while changing the directory
+    let zeroed = format!("{}{}", header(None), &good[header(None).len()..]);
+    for bad in [
+        zeroed.as_str(),
+        "",
+        "garbage\n",
+        "rcni-index v2 1 2 3\n",
+        &good[..20],
+    ] {
+        fs::write(&path, bad).unwrap();
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert!(!ss.stats().index_used, "{bad:?}");
+        assert_eq!(ss.owned_by("a", "eth0"), [ip("10.0.0.2")]);
+        drop(ss);
+        // ... and the full session rewrote it
+        assert!(s.session(Sync::Fast).unwrap().stats().index_used, "{bad:?}");
+    }
+}
+
+#[test]
+fn a_session_killed_while_changing_leaves_an_untrusted_index() {
+    let t = TempDir::new("killed");
+    let s = Store::create(&t.net()).unwrap();
+    drop(s.session(Sync::Full).unwrap());
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(ss.stats().index_used);
+    ss.claim("a", "eth0", ip("10.0.0.2")).unwrap();
+    // as if killed here: the stamp was zeroed before the first change
+    let text = fs::read_to_string(t.net().join(INDEX_FILE)).unwrap();
+    assert!(text.starts_with(&header(None)), "{text}");
+    std::mem::forget(ss);
+    s.lock.unlock().unwrap(); // what the kernel does for a dead process
+    let s2 = Store::create(&t.net()).unwrap();
+    let mut ss = s2.session(Sync::Fast).unwrap();
+    assert!(!ss.stats().index_used);
+    assert_eq!(ss.owned_by("a", "eth0"), [ip("10.0.0.2")]);
+}
+
+#[test]
+fn stale_temp_files_are_removed_under_the_lock() {
+    let t = TempDir::new("stale");
+    let s = Store::create(&t.net()).unwrap();
+    fs::write(t.net().join(".rcni-tmp-1-1"), "dead\r\neth0").unwrap();
+    fs::write(t.net().join(".rcni-tmp-1-2"), "").unwrap();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert_eq!(ss.stats().stale_removed, 2);
+        // temp files are never reservations
+        assert!(ss.owned_by("dead", "eth0").is_empty());
+    }
+    assert_eq!(names(&t.net()), [".rcni-index", "lock"]);
+}
+
+#[test]
+fn gc_keeps_valid_attachments_only() {
+    let t = TempDir::new("gc");
+    let s = Store::create(&t.net()).unwrap();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        ss.reserve("keep", "eth0", ip("10.0.0.2"), 0).unwrap();
+        ss.reserve("keep", "eth1", ip("10.0.0.3"), 0).unwrap();
+        ss.reserve("gone", "eth0", ip("10.0.0.4"), 0).unwrap();
+    }
+    fs::write(t.net().join("10.0.0.5"), "").unwrap();
+    fs::write(t.net().join("10.0.0.6"), "keep").unwrap(); // legacy, id still valid
+    fs::write(t.net().join("10.0.0.7"), "old").unwrap(); // legacy, id gone
+    fs::write(t.net().join("10.0.0.8"), [0xff, 0xfe]).unwrap();
+    fs::write(t.net().join("notes"), "keep me").unwrap();
+    {
+        let mut ss = s.session(Sync::Full).unwrap();
+        let valid = vec![("keep".to_string(), "eth0".to_string())];
+        let mut gone = ss.gc(&valid).unwrap();
+        gone.sort();
+        let want: Vec<IpAddr> = ["10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.7", "10.0.0.8"]
+            .iter()
+            .map(|s| ip(s))
+            .collect();
+        assert_eq!(gone, want);
+    }
+    assert_eq!(
+        names(&t.net()),
+        [
+            ".rcni-index",
+            "10.0.0.2",
+            "10.0.0.6",
+            "last_reserved_ip.0",
+            "lock",
+            "notes"
+        ]
+    );
+    // an empty list releases everything
+    let mut ss = s.session(Sync::Full).unwrap();
+    assert_eq!(ss.gc(&[]).unwrap().len(), 2);
+    drop(ss);
+    assert_eq!(
+        names(&t.net()),
+        [".rcni-index", "last_reserved_ip.0", "lock", "notes"]
+    );
+}
+
+#[test]
+fn reserved_ips_lists_names_only() {
+    let t = TempDir::new("list");
+    assert!(reserved_ips(&t.net()).unwrap().is_empty());
+    let s = Store::create(&t.net()).unwrap();
+    s.probe_write().unwrap();
+    fs::write(t.net().join("10.0.0.5"), "x").unwrap();
+    fs::write(t.net().join("::ffff:10.0.0.6"), "x").unwrap();
+    fs::write(t.net().join("last_reserved_ip.0"), "10.0.0.5").unwrap();
+    let mut v = reserved_ips(&t.net()).unwrap();
+    v.sort();
+    assert_eq!(v, [ip("10.0.0.5"), ip("10.0.0.6")]);
+}
+
+#[test]
+fn threads_never_share_an_address() {
+    let t = TempDir::new("threads");
+    let dir = t.net();
+    let set = set24("10.7.0.0/24");
+    let got: Vec<IpAddr> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..8)
+            .map(|th| {
+                let dir = dir.clone();
+                let set = set.clone();
+                sc.spawn(move || {
+                    // one Store per thread: its own lock fd, as separate processes
+                    let store = Store::create(&dir).unwrap();
+                    (0..25)
+                        .map(|i| {
+                            let mut ss = store.session(Sync::Fast).unwrap();
+                            let c =
+                                alloc::get(&set, 0, &mut ss, &format!("t{th}-{i}"), "eth0", None)
+                                    .unwrap();
+                            c.address.ip()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut sorted = got.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 200);
+    let files = names(&dir)
+        .iter()
+        .filter(|n| n.parse::<IpAddr>().is_ok())
+        .count();
+    assert_eq!(files, 200);
+}
+
+#[test]
+fn released_again_in_the_same_session_leaves_no_index_line() {
+    let t = TempDir::new("rollback");
+    let s = Store::create(&t.net()).unwrap();
+    drop(s.session(Sync::Full).unwrap());
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert!(ss.stats().index_used);
+        assert!(ss.reserve("a", "eth0", ip("10.0.0.2"), 0).unwrap());
+        assert!(ss.reserve("a", "eth0", ip("10.0.0.3"), 1).unwrap());
+        ss.unreserve(&[ip("10.0.0.2")]).unwrap();
+    }
+    let text = fs::read_to_string(t.net().join(INDEX_FILE)).unwrap();
+    assert!(
+        !text.contains(" 10.0.0.2\n") && text.contains(" 10.0.0.3\n"),
+        "{text}"
+    );
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(ss.stats().index_used);
+    assert_eq!(ss.owned_by("a", "eth0"), [ip("10.0.0.3")]);
+}
