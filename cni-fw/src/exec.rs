@@ -6,13 +6,19 @@ use std::process::{Command, Stdio};
 
 /// True when `program` is an executable file in one of the `PATH` directories.
 pub fn on_path(program: &str) -> bool {
+    which(program).is_some()
+}
+
+/// Where `program` is found on `PATH` (the first executable file of that name).
+pub fn which(program: &str) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
-    std::env::split_paths(&path).any(|d| {
-        d.join(program)
-            .metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 /// What a tool printed when it failed.

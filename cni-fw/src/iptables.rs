@@ -38,6 +38,17 @@ pub fn usable(family: Family) -> bool {
     exec::on_path(family.save_cmd()) && exec::on_path(family.restore_cmd())
 }
 
+/// True when the `iptables-restore` for `family` on `PATH` is the nf_tables
+/// variant (`xtables-nft-multi`, possibly behind alternatives symlinks): its
+/// tables and chains are then nf_tables objects of the same names, which can
+/// be inspected over netlink without running a tool.
+pub fn is_nft_variant(family: Family) -> bool {
+    exec::which(family.restore_cmd())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().contains("nft")))
+        .unwrap_or(false)
+}
+
 /// The current rules of one table, as `iptables-save -t <table>` prints them.
 pub fn save(family: Family, table: &str) -> Result<Table, ToolError> {
     exec::run(family.save_cmd(), &["-t", table], "").map(|text| Table { text })

@@ -11,5 +11,6 @@ pub mod hash;
 pub mod iptables;
 pub mod masq;
 pub mod nft;
+pub mod spoofcheck;
 
 pub use masq::Backend;

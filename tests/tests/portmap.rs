@@ -1,0 +1,1033 @@
+//! The portmap plugin with real traffic. Every test builds its own little
+//! world of network namespaces (named `pm…`): a private "host" in which the
+//! plugins run, containers attached to a bridge by the Go reference bridge +
+//! host-local (cniVersion 1.0.0, whose result becomes portmap's
+//! `prevResult`, as in a conflist), and a "client" namespace routed to the
+//! host over a veth. Servers and clients are `rcni-echo` (tests/src/bin).
+//!
+//! Subnets per test `n`: bridge 10.60.(2n).0/24 and fd60:n::/64, uplink
+//! 10.60.(2n+1).0/24 and fd60:n:1::/64.
+
+#![cfg(test)]
+
+use rcni_tests::tempdir::TempDir;
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, is_root};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+fn skip(test: &str) -> bool {
+    use std::io::Write;
+    let why = if !is_root() {
+        "needs root (network namespaces)"
+    } else if go_bin("bridge").is_none() || go_bin("portmap").is_none() {
+        "needs the Go reference plugins in /usr/lib/cni"
+    } else {
+        return false;
+    };
+    let _ = writeln!(std::io::stderr().lock(), "SKIP {test}: {why}");
+    true
+}
+
+/// A running `rcni-echo serve`, killed on drop.
+struct Server(Child);
+
+impl Server {
+    fn start(ns: &Netns, tag: &str, ports: &[u16]) -> Server {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns.name()])
+            .arg(bin("rcni-echo"))
+            .args(["serve", tag])
+            .args(ports.iter().map(u16::to_string))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn rcni-echo");
+        let out = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(out)
+            .read_line(&mut line)
+            .expect("read ready");
+        assert_eq!(line.trim(), "ready", "rcni-echo did not start");
+        Server(child)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What `rcni-echo ask` got back from `addr:port` when run in `ns`.
+fn ask(ns: &Netns, proto: &str, addr: &str, port: u16) -> Result<String, String> {
+    ask_from(ns, proto, addr, port, 0, 2000)
+}
+
+fn ask_from(
+    ns: &Netns,
+    proto: &str,
+    addr: &str,
+    port: u16,
+    src: u16,
+    timeout_ms: u32,
+) -> Result<String, String> {
+    let echo = bin("rcni-echo").display().to_string();
+    let out = ns.exec(
+        &echo,
+        &[
+            "ask",
+            proto,
+            addr,
+            &port.to_string(),
+            &src.to_string(),
+            &timeout_ms.to_string(),
+        ],
+    );
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+fn expect_answer(ns: &Netns, proto: &str, addr: &str, port: u16, want: &str, what: &str) {
+    let mut last = Err(String::new());
+    // The first IPv6 packets may wait for neighbour discovery: retry a little.
+    for _ in 0..3 {
+        last = ask(ns, proto, addr, port);
+        if last.as_deref() == Ok(want) {
+            return;
+        }
+    }
+    panic!("{what}: {proto} {addr} port {port}: expected {want:?}, got {last:?}");
+}
+
+fn expect_no_answer(ns: &Netns, proto: &str, addr: &str, port: u16, what: &str) {
+    let got = ask_from(ns, proto, addr, port, 0, 700);
+    assert!(
+        got.is_err(),
+        "{what}: {proto} {addr} port {port} answered {got:?}"
+    );
+}
+
+/// One test's namespaces and addresses.
+struct Lab {
+    n: u8,
+    host: Netns,
+    client: Netns,
+    dir: TempDir,
+    /// Containers made so far (kept alive until the lab drops).
+    containers: Vec<Netns>,
+}
+
+fn sysctls(ns: &Netns, kv: &[&str]) {
+    for s in kv {
+        ns.exec_ok("sysctl", &["-q", "-w", s]);
+    }
+}
+
+impl Lab {
+    fn new(n: u8) -> Lab {
+        let host = Netns::new("pmh");
+        let client = Netns::new("pmc");
+        for ns in [&host, &client] {
+            ns.exec_ok("ip", &["link", "set", "lo", "up"]);
+            sysctls(
+                ns,
+                &[
+                    "net.ipv6.conf.all.accept_dad=0",
+                    "net.ipv6.conf.default.accept_dad=0",
+                ],
+            );
+        }
+        sysctls(
+            &host,
+            &["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"],
+        );
+        host.exec_ok(
+            "ip",
+            &[
+                "link",
+                "add",
+                "pmup",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                client.name(),
+            ],
+        );
+        let lab = Lab {
+            n,
+            host,
+            client,
+            dir: TempDir::new("pm"),
+            containers: Vec::new(),
+        };
+        let h = &lab.host;
+        h.exec_ok(
+            "ip",
+            &[
+                "addr",
+                "add",
+                &format!("{}/24", lab.host_v4()),
+                "dev",
+                "pmup",
+            ],
+        );
+        h.exec_ok(
+            "ip",
+            &[
+                "-6",
+                "addr",
+                "add",
+                &format!("{}/64", lab.host_v6()),
+                "dev",
+                "pmup",
+                "nodad",
+            ],
+        );
+        h.exec_ok("ip", &["link", "set", "pmup", "up"]);
+        let c = &lab.client;
+        c.exec_ok(
+            "ip",
+            &[
+                "addr",
+                "add",
+                &format!("10.60.{}.2/24", 2 * n + 1),
+                "dev",
+                "eth0",
+            ],
+        );
+        c.exec_ok(
+            "ip",
+            &[
+                "-6",
+                "addr",
+                "add",
+                &format!("fd60:{n}:1::2/64"),
+                "dev",
+                "eth0",
+                "nodad",
+            ],
+        );
+        c.exec_ok("ip", &["link", "set", "eth0", "up"]);
+        c.exec_ok("ip", &["route", "add", "default", "via", &lab.host_v4()]);
+        c.exec_ok(
+            "ip",
+            &["-6", "route", "add", "default", "via", &lab.host_v6()],
+        );
+        lab
+    }
+
+    /// The host's uplink addresses (what clients connect to).
+    fn host_v4(&self) -> String {
+        format!("10.60.{}.1", 2 * self.n + 1)
+    }
+    fn host_v6(&self) -> String {
+        format!("fd60:{}:1::1", self.n)
+    }
+    /// The bridge's addresses: also the host's.
+    fn gw_v4(&self) -> String {
+        format!("10.60.{}.1", 2 * self.n)
+    }
+    fn gw_v6(&self) -> String {
+        format!("fd60:{}::1", self.n)
+    }
+
+    fn bridge_conf(&self, v6: bool) -> Value {
+        let mut ranges = vec![json!([{"subnet": format!("10.60.{}.0/24", 2 * self.n)}])];
+        if v6 {
+            ranges.push(json!([{"subnet": format!("fd60:{}::/64", self.n)}]));
+        }
+        json!({
+            "cniVersion": "1.0.0", "name": "pmnet", "type": "bridge", "bridge": "pmbr0",
+            "isGateway": true, "ipMasq": false,
+            // With br_netfilter loaded, a DNATed frame returning to the
+            // port it came from needs hairpin mode on that port.
+            "hairpinMode": true,
+            "ipam": {"type": "host-local", "ranges": ranges, "dataDir": self.dir.file("ipam"),
+                     "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]}
+        })
+    }
+
+    /// A new container attached to the bridge (dual stack unless `v4_only`);
+    /// returns its index in `containers` and the bridge's result.
+    fn container(&mut self, id: &str, v4_only: bool) -> (usize, Value) {
+        let ns = Netns::new("pmk");
+        ns.exec_ok("ip", &["link", "set", "lo", "up"]);
+        sysctls(
+            &ns,
+            &[
+                "net.ipv6.conf.all.accept_dad=0",
+                "net.ipv6.conf.default.accept_dad=0",
+            ],
+        );
+        let out = Invocation::new(go_bin("bridge").expect("go bridge"), "ADD")
+            .attach(id, &ns, "eth0")
+            .in_host(&self.host)
+            .config(&self.bridge_conf(!v4_only))
+            .run();
+        let result = out.ok();
+        self.containers.push(ns);
+        (self.containers.len() - 1, result)
+    }
+
+    fn ns(&self, i: usize) -> &Netns {
+        &self.containers[i]
+    }
+
+    fn save(&self, v6: bool) -> String {
+        let tool = if v6 {
+            "ip6tables-save"
+        } else {
+            "iptables-save"
+        };
+        let text = self.host.exec_ok(tool, &["-t", "nat"]);
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn nft(&self) -> String {
+        let out = self.host.exec("nft", &["list", "ruleset"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+fn address(result: &Value, v6: bool) -> String {
+    result["ips"]
+        .as_array()
+        .expect("ips")
+        .iter()
+        .map(|ip| ip["address"].as_str().expect("address"))
+        .find(|a| a.contains(':') == v6)
+        .expect("address of the family")
+        .split('/')
+        .next()
+        .expect("ip")
+        .to_string()
+}
+
+fn pm_conf(net: &str, extra: Value, maps: Value, prev: Option<&Value>) -> Value {
+    let mut c = json!({"cniVersion": "1.0.0", "name": net, "type": "portmap",
+                       "runtimeConfig": {"portMappings": maps}});
+    if let Some(p) = prev {
+        c["prevResult"] = p.clone();
+    }
+    for (k, v) in extra.as_object().expect("object") {
+        c[k] = v.clone();
+    }
+    c
+}
+
+fn portmap(
+    plugin: &std::path::Path,
+    cmd: &str,
+    lab: &Lab,
+    cid: &str,
+    i: usize,
+    conf: &Value,
+) -> PluginOutput {
+    Invocation::new(plugin, cmd)
+        .attach(cid, lab.ns(i), "eth0")
+        .in_host(&lab.host)
+        .config(conf)
+        .run()
+}
+
+fn ours(cmd: &str, lab: &Lab, cid: &str, i: usize, conf: &Value) -> PluginOutput {
+    portmap(&bin("portmap"), cmd, lab, cid, i, conf)
+}
+
+fn chain_of(net: &str, cid: &str) -> String {
+    cni_fw_chain(net, cid)
+}
+
+/// `CNI-DN-` + sha512(net+cid) cut to 28 characters, computed with the
+/// system's sha512sum so the test does not share code with the plugin.
+fn cni_fw_chain(net: &str, cid: &str) -> String {
+    let out = Command::new("sh")
+        .args(["-c", &format!("printf %s '{net}{cid}' | sha512sum")])
+        .output()
+        .expect("sha512sum");
+    let hex = String::from_utf8_lossy(&out.stdout);
+    format!("CNI-DN-{}", &hex[..21])
+}
+
+// ---------------------------------------------------------------------------
+
+/// Same input, same `iptables-save` for us and the Go reference, for ADD and
+/// for DEL, over several option sets.
+#[test]
+fn iptables_rules_match_the_reference() {
+    if skip("iptables_rules_match_the_reference") {
+        return;
+    }
+    let mut maps = vec![
+        json!({"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}),
+        json!({"hostPort": 8081, "containerPort": 81, "protocol": "udp"}),
+        json!({"hostPort": 8082, "containerPort": 82, "protocol": "tcp", "hostIP": "10.60.3.1"}),
+        json!({"hostPort": 8083, "containerPort": 83, "protocol": "udp", "hostIP": "fd60:1:1::1"}),
+        json!({"hostPort": 8084, "containerPort": 84, "protocol": "tcp", "hostIP": "0.0.0.0"}),
+    ];
+    // More than 15 ports of one protocol: the multiport entries split.
+    for p in 9001..=9017 {
+        maps.push(json!({"hostPort": p, "containerPort": p, "protocol": "tcp"}));
+    }
+    let maps = Value::Array(maps);
+    let variants = [
+        json!({}),
+        json!({"snat": false}),
+        json!({"markMasqBit": 5}),
+        json!({"externalSetMarkChain": "KUBE-MARK-MASQ"}),
+        json!({"conditionsV4": ["-s", "10.0.0.0/8"], "conditionsV6": ["!", "-s", "fd00:1::/64"]}),
+    ];
+    for extra in variants {
+        let mut saved = Vec::new();
+        for plugin in [go_bin("portmap").expect("go portmap"), bin("portmap")] {
+            let mut lab = Lab::new(1);
+            for t in ["iptables", "ip6tables"] {
+                lab.host.exec_ok(t, &["-t", "nat", "-N", "KUBE-MARK-MASQ"]);
+            }
+            let (a, ra) = lab.container("pm-ref-a", false);
+            let (b, rb) = lab.container("pm-ref-b", false);
+            let ca = pm_conf("pmnet", extra.clone(), maps.clone(), Some(&ra));
+            let cb = pm_conf(
+                "pmnet",
+                extra.clone(),
+                json!([{"hostPort": 7000, "containerPort": 70, "protocol": "tcp"}]),
+                Some(&rb),
+            );
+            portmap(&plugin, "ADD", &lab, "pm-ref-a", a, &ca).ok();
+            portmap(&plugin, "ADD", &lab, "pm-ref-b", b, &cb).ok();
+            let added = (lab.save(false), lab.save(true));
+            portmap(&plugin, "DEL", &lab, "pm-ref-a", a, &ca).ok();
+            let deleted = (lab.save(false), lab.save(true));
+            saved.push((added, deleted, plugin.display().to_string()));
+        }
+        let (ours, theirs) = (&saved[1], &saved[0]);
+        assert_eq!(ours.0.0, theirs.0.0, "iptables after ADD, options {extra}");
+        assert_eq!(ours.0.1, theirs.0.1, "ip6tables after ADD, options {extra}");
+        assert_eq!(ours.1.0, theirs.1.0, "iptables after DEL, options {extra}");
+        assert_eq!(ours.1.1, theirs.1.1, "ip6tables after DEL, options {extra}");
+        assert!(
+            ours.0.0.contains(&chain_of("pmnet", "pm-ref-a")),
+            "{}",
+            ours.0.0
+        );
+        assert!(
+            !ours.1.0.contains(&chain_of("pmnet", "pm-ref-a")),
+            "{}",
+            ours.1.0
+        );
+    }
+}
+
+/// Every path, TCP and UDP, IPv4 and IPv6, with one backend; then CHECK,
+/// DEL and "nothing left". Run with bridged frames passing iptables
+/// (`br_netfilter`, as on Kubernetes nodes) and without, when the kernel
+/// lets us choose.
+fn traffic(backend: &str, n: u8) {
+    let nf = std::path::Path::new("/proc/sys/net/bridge/bridge-nf-call-iptables").exists();
+    traffic_with(backend, n, nf.then_some(true));
+    if nf {
+        traffic_with(backend, n, Some(false));
+    }
+}
+
+fn traffic_with(backend: &str, n: u8, br_netfilter: Option<bool>) {
+    let mut lab = Lab::new(n);
+    if let Some(on) = br_netfilter {
+        let v = u8::from(on);
+        sysctls(
+            &lab.host,
+            &[
+                &format!("net.bridge.bridge-nf-call-iptables={v}"),
+                &format!("net.bridge.bridge-nf-call-ip6tables={v}"),
+            ],
+        );
+    }
+    let (a, ra) = lab.container("pm-a", false);
+    let (b, _rb) = lab.container("pm-b", false);
+    let _sa = Server::start(lab.ns(a), "A", &[80]);
+    let _sb = Server::start(lab.ns(b), "B", &[80]);
+    let maps = json!([
+        {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
+        {"hostPort": 8080, "containerPort": 80, "protocol": "udp"},
+        {"hostPort": 8090, "containerPort": 80, "protocol": "tcp", "hostIP": lab.host_v4()},
+        {"hostPort": 8091, "containerPort": 80, "protocol": "tcp", "hostIP": lab.host_v6()},
+    ]);
+    let conf = pm_conf("pmnet", json!({"backend": backend}), maps, Some(&ra));
+    let added = ours("ADD", &lab, "pm-a", a, &conf).ok();
+    assert_eq!(added["ips"], ra["ips"], "ADD passes prevResult through");
+    assert_eq!(
+        added["interfaces"], ra["interfaces"],
+        "ADD passes prevResult through"
+    );
+    assert_eq!(lab.host.sysctl("net/ipv4/conf/pmbr0/route_localnet"), "1");
+
+    let (h4, h6) = (lab.host_v4(), lab.host_v6());
+    for proto in ["tcp", "udp"] {
+        for addr in [&h4, &h6] {
+            expect_answer(
+                &lab.client,
+                proto,
+                addr,
+                8080,
+                "A",
+                "from another namespace",
+            );
+            expect_answer(&lab.host, proto, addr, 8080, "A", "from the host");
+            expect_answer(
+                lab.ns(a),
+                proto,
+                addr,
+                8080,
+                "A",
+                "hairpin from the container itself",
+            );
+            expect_answer(
+                lab.ns(b),
+                proto,
+                addr,
+                8080,
+                "A",
+                "from a second container on the bridge",
+            );
+        }
+        expect_answer(
+            &lab.host,
+            proto,
+            "127.0.0.1",
+            8080,
+            "A",
+            "from the host to localhost",
+        );
+    }
+    // A hostIP mapping answers on that address only.
+    expect_answer(&lab.client, "tcp", &h4, 8090, "A", "hostIP v4");
+    expect_no_answer(
+        &lab.client,
+        "tcp",
+        &lab.gw_v4(),
+        8090,
+        "hostIP v4 on another host address",
+    );
+    expect_answer(&lab.client, "tcp", &h6, 8091, "A", "hostIP v6");
+    expect_no_answer(
+        &lab.client,
+        "tcp",
+        &lab.gw_v6(),
+        8091,
+        "hostIP v6 on another host address",
+    );
+    expect_no_answer(&lab.client, "tcp", &h6, 8090, "a v4 hostIP mapping on v6");
+
+    ours("CHECK", &lab, "pm-a", a, &conf).ok();
+
+    // DEL: nothing left that mentions the container, traffic stops.
+    ours("DEL", &lab, "pm-a", a, &conf).ok();
+    let chain = chain_of("pmnet", "pm-a");
+    for text in [lab.save(false), lab.save(true), lab.nft()] {
+        assert!(
+            !text.contains(&chain) && !text.contains("\"pm-a\""),
+            "left after DEL:\n{text}"
+        );
+    }
+    expect_no_answer(&lab.client, "tcp", &h4, 8080, "after DEL");
+    let e = ours("CHECK", &lab, "pm-a", a, &conf).err();
+    assert_eq!(e["code"], 999, "{e}");
+    // DEL again (rules already gone) and DEL without prevResult succeed.
+    ours("DEL", &lab, "pm-a", a, &conf).ok();
+    let mut bare = conf.clone();
+    bare.as_object_mut().expect("obj").remove("prevResult");
+    ours("DEL", &lab, "pm-a", a, &bare).ok();
+}
+
+#[test]
+fn traffic_iptables() {
+    if skip("traffic_iptables") {
+        return;
+    }
+    traffic("iptables", 2);
+}
+
+#[test]
+fn traffic_nftables() {
+    if skip("traffic_nftables") {
+        return;
+    }
+    traffic("nftables", 3);
+}
+
+#[test]
+fn nftables_structure() {
+    if skip("nftables_structure") {
+        return;
+    }
+    let mut lab = Lab::new(4);
+    let (a, ra) = lab.container("pm-nft", false);
+    let conf = pm_conf(
+        "pmnet",
+        json!({"backend": "nftables"}),
+        json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]),
+        Some(&ra),
+    );
+    ours("ADD", &lab, "pm-nft", a, &conf).ok();
+    let (v4, v6) = (address(&ra, false), address(&ra, true));
+    for (fam, ip) in [("ip", &v4), ("ip6", &v6)] {
+        let t = lab
+            .host
+            .exec_ok("nft", &["list", "table", fam, "cni_hostport"]);
+        for chain in [
+            "hostports",
+            "hostip_hostports",
+            "hostports_all",
+            "prerouting",
+            "output",
+            "masquerading",
+        ] {
+            assert!(
+                t.contains(&format!("chain {chain} {{")),
+                "{fam}: no chain {chain}:\n{t}"
+            );
+        }
+        assert!(
+            t.contains("type nat hook prerouting priority dstnat"),
+            "{t}"
+        );
+        assert!(
+            t.contains("type nat hook postrouting priority srcnat"),
+            "{t}"
+        );
+        let dnat = if fam == "ip" {
+            format!("dnat to {ip}:80")
+        } else {
+            format!("dnat to [{ip}]:80")
+        };
+        assert!(
+            t.contains(&format!("tcp dport 8080 {dnat} comment \"pm-nft\"")),
+            "{t}"
+        );
+        assert!(t.contains("fib daddr type local jump hostports_all"), "{t}");
+    }
+    // nftables-only configuration: no iptables chains at all.
+    assert!(!lab.save(false).contains("CNI-"), "{}", lab.save(false));
+    // The Go reference's DEL rule — delete rules whose comment is the
+    // container ID — finds every rule (emulated here with nft itself).
+    let listing = lab
+        .host
+        .exec_ok("nft", &["-a", "list", "table", "ip", "cni_hostport"]);
+    let ours_commented = listing
+        .lines()
+        .filter(|l| l.contains("comment \"pm-nft\""))
+        .count();
+    assert!(ours_commented >= 3, "{listing}");
+    ours("DEL", &lab, "pm-nft", a, &conf).ok();
+    assert!(!lab.nft().contains("pm-nft"), "{}", lab.nft());
+}
+
+/// A container with only IPv4: CHECK must not look for IPv6 rules; a
+/// missing rule fails CHECK.
+#[test]
+fn check_single_family_and_tampering() {
+    if skip("check_single_family_and_tampering") {
+        return;
+    }
+    let mut lab = Lab::new(5);
+    let (a, ra) = lab.container("pm-chk", true);
+    for backend in ["iptables", "nftables"] {
+        let conf = pm_conf(
+            "pmnet",
+            json!({"backend": backend}),
+            json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]),
+            Some(&ra),
+        );
+        ours("ADD", &lab, "pm-chk", a, &conf).ok();
+        ours("CHECK", &lab, "pm-chk", a, &conf).ok();
+        if backend == "iptables" {
+            let chain = chain_of("pmnet", "pm-chk");
+            lab.host
+                .exec_ok("iptables", &["-t", "nat", "-D", &chain, "1"]);
+        } else {
+            let listing = lab.host.exec_ok(
+                "nft",
+                &["-a", "list", "chain", "ip", "cni_hostport", "hostports"],
+            );
+            let handle = listing
+                .lines()
+                .find(|l| l.contains("comment \"pm-chk\""))
+                .and_then(|l| l.rsplit("# handle ").next())
+                .expect("rule")
+                .trim()
+                .to_string();
+            lab.host.exec_ok(
+                "nft",
+                &[
+                    "delete",
+                    "rule",
+                    "ip",
+                    "cni_hostport",
+                    "hostports",
+                    "handle",
+                    &handle,
+                ],
+            );
+        }
+        let e = ours("CHECK", &lab, "pm-chk", a, &conf).err();
+        assert!(
+            e["msg"].as_str().expect("msg").contains("not found")
+                || e["msg"].as_str().expect("msg").contains("missing"),
+            "{e}"
+        );
+        ours("DEL", &lab, "pm-chk", a, &conf).ok();
+    }
+}
+
+/// UDP: a client that kept sending to a host port reaches the new container
+/// at once after ADD (stale conntrack entries are flushed), also after a
+/// DEL + ADD on the same host port.
+fn udp_readd(backend: &str, n: u8) {
+    let mut lab = Lab::new(n);
+    let (a, ra) = lab.container("pm-ua", false);
+    let (b, rb) = lab.container("pm-ub", false);
+    let _sa = Server::start(lab.ns(a), "A", &[81]);
+    let _sb = Server::start(lab.ns(b), "B", &[81]);
+    let udp = |p: u16| json!([{"hostPort": p, "containerPort": 81, "protocol": "udp"}]);
+    let extra = json!({"backend": backend});
+    // Some other mapping first, so that conntrack and NAT are active.
+    let other = pm_conf(
+        "pmnet",
+        extra.clone(),
+        json!([{"hostPort": 7000, "containerPort": 81, "protocol": "tcp"}]),
+        Some(&rb),
+    );
+    ours("ADD", &lab, "pm-ub", b, &other).ok();
+    for addr in [lab.host_v4(), lab.host_v6()] {
+        // Unmapped yet: the host answers nothing, but conntrack remembers the flow.
+        assert!(ask_from(&lab.client, "udp", &addr, 9000, 40000, 300).is_err());
+        let ca = pm_conf("pmnet", extra.clone(), udp(9000), Some(&ra));
+        ours("ADD", &lab, "pm-ua", a, &ca).ok();
+        assert_eq!(
+            ask_from(&lab.client, "udp", &addr, 9000, 40000, 1000),
+            Ok("A".into()),
+            "{addr} after ADD"
+        );
+        // Same host port to another container: the same flow moves at once.
+        ours("DEL", &lab, "pm-ua", a, &ca).ok();
+        let cb = pm_conf("pmnet", extra.clone(), udp(9000), Some(&rb));
+        ours("ADD", &lab, "pm-ub2", b, &cb).ok();
+        assert_eq!(
+            ask_from(&lab.client, "udp", &addr, 9000, 40000, 1000),
+            Ok("B".into()),
+            "{addr} after re-ADD"
+        );
+        ours("DEL", &lab, "pm-ub2", b, &cb).ok();
+    }
+}
+
+#[test]
+fn udp_readd_iptables() {
+    if skip("udp_readd_iptables") {
+        return;
+    }
+    udp_readd("iptables", 6);
+}
+
+#[test]
+fn udp_readd_nftables() {
+    if skip("udp_readd_nftables") {
+        return;
+    }
+    udp_readd("nftables", 7);
+}
+
+/// GC keeps the valid containers working and removes the rest of this
+/// network, in both backends; other networks keep theirs.
+#[test]
+fn gc_removes_only_stale_attachments() {
+    if skip("gc_removes_only_stale_attachments") {
+        return;
+    }
+    let mut lab = Lab::new(8);
+    let (a, ra) = lab.container("pm-gca", false);
+    let (b, rb) = lab.container("pm-gcb", false);
+    let (c, rc) = lab.container("pm-gcc", false);
+    let _sa = Server::start(lab.ns(a), "A", &[80]);
+    let _sb = Server::start(lab.ns(b), "B", &[80]);
+    let _sc = Server::start(lab.ns(c), "C", &[80]);
+    let map = |p: u16| json!([{"hostPort": p, "containerPort": 80, "protocol": "tcp"}]);
+    let h4 = lab.host_v4();
+    for (backend, base) in [("iptables", 8000u16), ("nftables", 8100u16)] {
+        let extra = json!({"backend": backend});
+        ours(
+            "ADD",
+            &lab,
+            "pm-gca",
+            a,
+            &pm_conf("gcnet", extra.clone(), map(base), Some(&ra)),
+        )
+        .ok();
+        ours(
+            "ADD",
+            &lab,
+            "pm-gcb",
+            b,
+            &pm_conf("gcnet", extra.clone(), map(base + 1), Some(&rb)),
+        )
+        .ok();
+        ours(
+            "ADD",
+            &lab,
+            "pm-gcc",
+            c,
+            &pm_conf("othernet", extra.clone(), map(base + 2), Some(&rc)),
+        )
+        .ok();
+        for (p, want) in [(base, "A"), (base + 1, "B"), (base + 2, "C")] {
+            expect_answer(&lab.client, "tcp", &h4, p, want, backend);
+        }
+        let gc = json!({"cniVersion": "1.1.0", "name": "gcnet", "type": "portmap", "backend": backend,
+                        "cni.dev/valid-attachments": [{"containerID": "pm-gca", "ifname": "eth0"}]});
+        Invocation::new(bin("portmap"), "GC")
+            .in_host(&lab.host)
+            .config(&gc)
+            .run()
+            .ok();
+        expect_answer(
+            &lab.client,
+            "tcp",
+            &h4,
+            base,
+            "A",
+            "valid attachment after GC",
+        );
+        expect_no_answer(
+            &lab.client,
+            "tcp",
+            &h4,
+            base + 1,
+            "stale attachment after GC",
+        );
+        expect_answer(
+            &lab.client,
+            "tcp",
+            &h4,
+            base + 2,
+            "C",
+            "other network after GC",
+        );
+        let text = format!("{}\n{}\n{}", lab.save(false), lab.save(true), lab.nft());
+        assert!(
+            !text.contains(&chain_of("gcnet", "pm-gcb")) && !text.contains("\"pm-gcb\""),
+            "{text}"
+        );
+        ours(
+            "CHECK",
+            &lab,
+            "pm-gca",
+            a,
+            &pm_conf("gcnet", extra.clone(), map(base), Some(&ra)),
+        )
+        .ok();
+        // The misspelt key of the spec works too; then nothing of gcnet is valid.
+        let gc2 = json!({"cniVersion": "1.1.0", "name": "gcnet", "type": "portmap", "cni.dev/attachments": []});
+        Invocation::new(bin("portmap"), "GC")
+            .in_host(&lab.host)
+            .config(&gc2)
+            .run()
+            .ok();
+        expect_no_answer(
+            &lab.client,
+            "tcp",
+            &h4,
+            base,
+            "after GC with no valid attachment",
+        );
+        expect_answer(
+            &lab.client,
+            "tcp",
+            &h4,
+            base + 2,
+            "C",
+            "other network after second GC",
+        );
+        ours(
+            "DEL",
+            &lab,
+            "pm-gcc",
+            c,
+            &pm_conf("othernet", extra.clone(), map(base + 2), Some(&rc)),
+        )
+        .ok();
+    }
+}
+
+/// Invalid input is refused before any rule is written; the chaining and
+/// no-mapping rules of the reference.
+#[test]
+fn invalid_input_and_protocol_rules() {
+    if skip("invalid_input_and_protocol_rules") {
+        return;
+    }
+    let lab = Lab::new(9);
+    let k = Netns::new("pmk");
+    let prev = json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": "eth0", "sandbox": k.path().display().to_string()}],
+        "ips": [{"interface": 0, "address": "10.60.18.2/24"}]});
+    let ok_map = json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]);
+    let run = |cmd: &str, conf: &Value| {
+        Invocation::new(bin("portmap"), cmd)
+            .attach("pm-bad", &k, "eth0")
+            .in_host(&lab.host)
+            .config(conf)
+            .run()
+    };
+    let cases: Vec<(Value, Value, &str)> = vec![
+        (
+            json!({"backend": "pf"}),
+            ok_map.clone(),
+            "unrecognized backend \"pf\"",
+        ),
+        (
+            json!({}),
+            json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp", "hostIP": "not-an-ip"}]),
+            "Invalid hostIP \"not-an-ip\"",
+        ),
+        (
+            json!({}),
+            json!([{"hostPort": 0, "containerPort": 80, "protocol": "tcp"}]),
+            "Invalid host port number: 0",
+        ),
+        (
+            json!({}),
+            json!([{"hostPort": 65536, "containerPort": 80, "protocol": "tcp"}]),
+            "Invalid host port number: 65536",
+        ),
+        (
+            json!({}),
+            json!([{"hostPort": 80, "containerPort": 0, "protocol": "tcp"}]),
+            "Invalid container port number: 0",
+        ),
+        (
+            json!({}),
+            json!([{"hostPort": 80, "containerPort": 70000, "protocol": "tcp"}]),
+            "Invalid container port number: 70000",
+        ),
+        (
+            json!({}),
+            json!([{"hostPort": 80, "containerPort": 80, "protocol": "icmp"}]),
+            "Invalid protocol \"icmp\"",
+        ),
+        (
+            json!({"markMasqBit": 32}),
+            ok_map.clone(),
+            "MasqMarkBit must be between 0 and 31",
+        ),
+        (
+            json!({"markMasqBit": 3, "externalSetMarkChain": "X"}),
+            ok_map.clone(),
+            "Cannot specify externalSetMarkChain and markMasqBit",
+        ),
+        (
+            json!({"backend": "nftables", "externalSetMarkChain": "X"}),
+            ok_map.clone(),
+            "nftables backend was requested but configuration contains iptables-specific options [externalSetMarkChain]",
+        ),
+        (
+            json!({"backend": "nftables", "conditionsV4": ["-s", "10.0.0.0/8"]}),
+            ok_map.clone(),
+            "nftables backend was requested but configuration contains iptables-specific options [conditionsV4]",
+        ),
+        (
+            json!({"backend": "iptables", "conditionsV6": ["ip6", "saddr", "fd00::/8"]}),
+            ok_map.clone(),
+            "iptables backend was requested but configuration contains nftables-specific options [conditionsV6]",
+        ),
+        (
+            json!({"conditionsV4": ["ip", "saddr", "10.0.0.0/8"]}),
+            ok_map.clone(),
+            "iptables backend was requested but configuration contains nftables-specific options [conditionsV4]",
+        ),
+        (
+            json!({"snat": "yes"}),
+            ok_map.clone(),
+            "failed to parse network configuration",
+        ),
+    ];
+    for (extra, maps, msg) in cases {
+        let conf = pm_conf("pmbad", extra.clone(), maps, Some(&prev));
+        let e = run("ADD", &conf).err();
+        assert_eq!(e["code"], 7, "{extra}: {e}");
+        let got = e["msg"].as_str().expect("msg");
+        assert!(
+            got.starts_with(&format!("failed to parse config: {msg}")),
+            "{extra}: {got}"
+        );
+    }
+    // Not chained.
+    let e = run("ADD", &pm_conf("pmbad", json!({}), ok_map.clone(), None)).err();
+    assert_eq!(e["msg"], "must be called as chained plugin");
+    let e = run("CHECK", &pm_conf("pmbad", json!({}), ok_map.clone(), None)).err();
+    assert_eq!(e["msg"], "Required prevResult missing");
+    // No mappings: ADD passes prevResult through, DEL touches nothing.
+    let out = run("ADD", &pm_conf("pmbad", json!({}), json!([]), Some(&prev))).ok();
+    assert_eq!(out["ips"][0]["address"], "10.60.18.2/24");
+    run("DEL", &pm_conf("pmbad", json!({}), json!([]), None)).ok();
+    run(
+        "DEL",
+        &json!({"cniVersion": "1.0.0", "name": "pmbad", "type": "portmap"}),
+    )
+    .ok();
+    // Nothing was written by any of it.
+    assert!(!lab.save(false).contains("CNI-"), "{}", lab.save(false));
+    assert!(!lab.save(true).contains("CNI-"), "{}", lab.save(true));
+    assert!(!lab.nft().contains("cni_hostport"), "{}", lab.nft());
+    // Every spec version is accepted.
+    for v in ["0.3.1", "0.4.0", "1.1.0"] {
+        let mut c = pm_conf("pmbad", json!({}), json!([]), None);
+        c["cniVersion"] = json!(v);
+        let prev = json!({"cniVersion": v, "ips": [{"address": "10.60.18.2/24", "version": "4"}]});
+        c["prevResult"] = prev;
+        let out = run("ADD", &c).ok();
+        assert_eq!(out["cniVersion"], v);
+    }
+}
+
+#[test]
+fn status_reports_the_backend() {
+    if skip("status_reports_the_backend") {
+        return;
+    }
+    let lab = Lab::new(10);
+    // A PATH without iptables or nft (only `ip`, which runs the plugin).
+    let bare = TempDir::new("pmpath");
+    let ip = ["/usr/sbin/ip", "/usr/bin/ip", "/sbin/ip", "/bin/ip"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("ip");
+    std::os::unix::fs::symlink(ip, bare.join("ip")).expect("symlink");
+    for backend in [json!("iptables"), json!("nftables"), Value::Null] {
+        let mut conf = json!({"cniVersion": "1.1.0", "name": "pmst", "type": "portmap"});
+        if !backend.is_null() {
+            conf["backend"] = backend.clone();
+        }
+        Invocation::new(bin("portmap"), "STATUS")
+            .in_host(&lab.host)
+            .config(&conf)
+            .run()
+            .ok();
+        let e = Invocation::new(bin("portmap"), "STATUS")
+            .in_host(&lab.host)
+            .env("PATH", bare.path().display().to_string())
+            .config(&conf)
+            .run()
+            .err();
+        assert_eq!(e["code"], 50, "{backend}: {e}");
+    }
+}
