@@ -72,6 +72,9 @@ pub struct Attachment<'a> {
     pub container_id: &'a str,
 }
 
+mod check;
+pub use check::check;
+
 const NFT_TABLE: &str = "cni_plugins_masquerade";
 const NFT_CHAIN: &str = "masq_checks";
 
@@ -87,15 +90,15 @@ pub fn setup(backend: Backend, addrs: &[IpNetwork], att: Attachment<'_>) -> Resu
 /// a backend that is not installed are ignored.
 pub fn teardown(att: Attachment<'_>) -> Result<(), CniError> {
     let mut errors = Vec::new();
-    if let Err(e) = teardown_iptables(att) {
-        if Backend::Iptables.usable() {
-            errors.push(e);
-        }
+    if let Err(e) = teardown_iptables(att)
+        && Backend::Iptables.usable()
+    {
+        errors.push(e);
     }
-    if let Err(e) = teardown_nftables(att) {
-        if Backend::Nftables.usable() {
-            errors.push(e);
-        }
+    if let Err(e) = teardown_nftables(att)
+        && Backend::Nftables.usable()
+    {
+        errors.push(e);
     }
     joined(errors)
 }
@@ -104,15 +107,15 @@ pub fn teardown(att: Attachment<'_>) -> Result<(), CniError> {
 /// not in `valid` (container ID, ifname), from both backends.
 pub fn gc(network: &str, valid: &[(String, String)]) -> Result<(), CniError> {
     let mut errors = Vec::new();
-    if let Err(e) = gc_iptables(network, valid) {
-        if Backend::Iptables.usable() {
-            errors.push(e);
-        }
+    if let Err(e) = gc_iptables(network, valid)
+        && Backend::Iptables.usable()
+    {
+        errors.push(e);
     }
-    if let Err(e) = gc_nftables(network, valid) {
-        if Backend::Nftables.usable() {
-            errors.push(e);
-        }
+    if let Err(e) = gc_nftables(network, valid)
+        && Backend::Nftables.usable()
+    {
+        errors.push(e);
     }
     joined(errors)
 }

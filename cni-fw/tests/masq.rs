@@ -1,6 +1,8 @@
 //! Masquerade rules applied for real, each test in a private network
 //! namespace (the tools it runs inherit the thread's namespace).
 
+#![cfg(test)]
+
 use cni_fw::masq::{self, Attachment, Backend};
 use std::process::Command;
 

@@ -1,0 +1,104 @@
+//! GC and STATUS (spec 1.1.0).
+
+use crate::config;
+use cni_net::Netlink;
+use cni_skel::delegate;
+use cni_skel::{CmdArgs, CmdResult, CniError, Command, Output};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+struct Attachment {
+    #[serde(rename = "containerID")]
+    container_id: String,
+    ifname: String,
+}
+
+/// The attachments to keep: `cni.dev/valid-attachments`, and the
+/// `cni.dev/attachments` spelling libcni also sends.
+pub fn valid_attachments(stdin: &[u8]) -> Result<Vec<(String, String)>, CniError> {
+    let v: serde_json::Value = serde_json::from_slice(stdin)
+        .map_err(|e| CniError::internal(format!("failed to load netconf: {e}")))?;
+    let mut out = Vec::new();
+    for key in ["cni.dev/valid-attachments", "cni.dev/attachments"] {
+        match v.get(key) {
+            None | Some(serde_json::Value::Null) => {}
+            Some(list) => {
+                let list: Vec<Attachment> = serde_json::from_value(list.clone())
+                    .map_err(|e| CniError::internal(format!("failed to parse {key}: {e}")))?;
+                for a in list {
+                    let pair = (a.container_id, a.ifname);
+                    if !out.contains(&pair) {
+                        out.push(pair);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// GC: forwards to IPAM, then removes the masquerade and spoof-check rules
+/// of attachments not in the valid list. Every step runs; the first error
+/// is returned.
+pub fn gc(args: &CmdArgs) -> CmdResult {
+    let conf = config::load(args)?;
+    let valid = valid_attachments(&args.stdin)?;
+    let mut errors = Vec::new();
+    if conf.layer3
+        && let Err(e) = delegate::ipam_run(Command::Gc, args)
+    {
+        errors.push(e);
+    }
+    if let Err(e) = cni_fw::masq::gc(&conf.network, &valid) {
+        errors.push(e);
+    }
+    // Spoof-check rules carry no network name: only those whose host veth
+    // is a port of this network's bridge (or is gone) are ours to collect.
+    match Netlink::host() {
+        Ok(host) => {
+            let bridge = host.link_by_name(&conf.bridge).ok().flatten();
+            let is_ours = |veth: Option<&str>| match veth {
+                None => false,
+                Some(name) => match host.link_by_name(name) {
+                    Ok(None) => true,
+                    Ok(Some(l)) => bridge.as_ref().is_some_and(|b| l.master == Some(b.index)),
+                    Err(_) => false,
+                },
+            };
+            if let Err(e) = cni_fw::spoofcheck::gc(&valid, is_ours) {
+                errors.push(e);
+            }
+        }
+        Err(e) => errors.push(e.into()),
+    }
+    match errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(Output::Nothing),
+    }
+}
+
+/// STATUS: IPAM's answer (available when there is no IPAM).
+pub fn status(args: &CmdArgs) -> CmdResult {
+    let conf = config::load(args)?;
+    if conf.layer3 {
+        delegate::ipam_run(Command::Status, args)?;
+    }
+    Ok(Output::Nothing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_keys_are_read() {
+        let v = br#"{"cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}],
+                     "cni.dev/attachments":[{"containerID":"a","ifname":"eth0"},{"containerID":"b","ifname":"net1"}]}"#;
+        assert_eq!(
+            valid_attachments(v).unwrap(),
+            vec![("a".into(), "eth0".into()), ("b".into(), "net1".into())]
+        );
+        assert!(valid_attachments(b"{}").unwrap().is_empty());
+        assert!(valid_attachments(br#"{"cni.dev/attachments":5}"#).is_err());
+    }
+}

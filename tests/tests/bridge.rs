@@ -1,0 +1,1216 @@
+//! The bridge plugin, exec'd as a runtime does. Every test creates its own
+//! private "host" namespace (the plugin runs there through `ip netns exec`)
+//! and container namespaces, all tagged `br…`; bridge names, subnets
+//! (10.50.N.0/24, fd50:N::/64) and host-local data directories are unique
+//! per test, and everything is removed on drop, also when a test fails.
+//! Where the Go reference (/usr/lib/cni, cniVersion ≤ 1.0.0) supports a
+//! scenario, the same scenario runs with it in another private host and the
+//! resulting kernel state is compared.
+
+#![cfg(test)]
+
+use rcni_tests::host_local_util::DataDir;
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, is_root, unique};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+fn skip_unless_root(test: &str) -> bool {
+    use std::io::Write;
+    if is_root() {
+        return false;
+    }
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "SKIP {test}: needs root (network namespaces)"
+    );
+    true
+}
+
+fn skip(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIP {test}: {why}");
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Impl {
+    Ours,
+    Go,
+}
+
+impl Impl {
+    fn plugin(self) -> Option<PathBuf> {
+        match self {
+            Impl::Ours => Some(bin("bridge")),
+            Impl::Go => go_bin("bridge").filter(|_| go_bin("host-local").is_some()),
+        }
+    }
+}
+
+/// Address families of a test network.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fam {
+    V4,
+    V6,
+    Dual,
+}
+
+/// One test's world for one implementation: a private host namespace, a
+/// bridge name, a host-local data directory and the subnet index `n`.
+struct World {
+    imp: Impl,
+    plugin: PathBuf,
+    host: Netns,
+    data: DataDir,
+    bridge: String,
+    n: u8,
+    version: &'static str,
+}
+
+impl World {
+    fn new(imp: Impl, n: u8) -> Option<World> {
+        let plugin = imp.plugin()?;
+        let host = Netns::new("brh");
+        host.exec_ok("ip", &["link", "set", "lo", "up"]);
+        Some(World {
+            imp,
+            plugin,
+            host,
+            data: DataDir::new("brnet"),
+            bridge: unique("rb"),
+            n,
+            version: if imp == Impl::Go { "1.0.0" } else { "1.1.0" },
+        })
+    }
+
+    fn v4_subnet(&self) -> String {
+        format!("10.50.{}.0/24", self.n)
+    }
+
+    fn v4(&self, host: u8) -> String {
+        format!("10.50.{}.{host}", self.n)
+    }
+
+    fn v6(&self, host: u8) -> String {
+        format!("fd50:{}::{host:x}", self.n)
+    }
+
+    /// A config: the network, the bridge, host-local over the families in
+    /// `fam`, then `extra` merged on top (`"ipam": null` removes IPAM).
+    fn conf(&self, fam: Fam, extra: Value) -> Value {
+        let mut ranges = Vec::new();
+        if fam != Fam::V6 {
+            ranges.push(json!([{"subnet": self.v4_subnet()}]));
+        }
+        if fam != Fam::V4 {
+            ranges.push(json!([{"subnet": format!("fd50:{}::/64", self.n)}]));
+        }
+        let mut c = json!({
+            "cniVersion": self.version,
+            "name": self.data.name(),
+            "type": "bridge",
+            "bridge": self.bridge,
+            "ipam": {
+                "type": "host-local",
+                "dataDir": self.data.path().display().to_string(),
+                "ranges": ranges,
+            },
+        });
+        if let (Some(m), Some(e)) = (c.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                if v.is_null() {
+                    m.remove(k);
+                } else {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        c
+    }
+
+    fn container(&self) -> Netns {
+        Netns::new("brc")
+    }
+
+    fn inv(&self, cmd: &str, conf: &Value, cid: &str, ns: &Netns, ifname: &str) -> Invocation {
+        Invocation::new(&self.plugin, cmd)
+            .attach(cid, ns, ifname)
+            .in_host(&self.host)
+            .config(conf)
+    }
+
+    fn run(&self, cmd: &str, conf: &Value, cid: &str, ns: &Netns) -> PluginOutput {
+        self.inv(cmd, conf, cid, ns, "eth0").run()
+    }
+
+    fn add(&self, conf: &Value, cid: &str, ns: &Netns) -> Value {
+        self.run("ADD", conf, cid, ns).ok()
+    }
+
+    fn del(&self, conf: &Value, cid: &str, ns: &Netns) {
+        self.run("DEL", conf, cid, ns).ok();
+    }
+
+    /// CHECK with `prevResult` = `result`.
+    fn check(&self, conf: &Value, result: &Value, cid: &str, ns: &Netns) -> PluginOutput {
+        let mut c = conf.clone();
+        c["prevResult"] = result.clone();
+        self.run("CHECK", &c, cid, ns)
+    }
+
+    /// The host veths (ports of our bridge).
+    fn ports(&self) -> Vec<Value> {
+        self.host
+            .ip_json(&["-d", "link", "show", "master", &self.bridge])
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn veths_in_host(&self) -> usize {
+        self.host
+            .ip_json(&["link", "show", "type", "veth"])
+            .as_array()
+            .map_or(0, Vec::len)
+    }
+
+    /// Kernel state of the host and the containers, normalised so the two
+    /// implementations can be compared (no random names, MACs or indexes).
+    fn state(&self, containers: &[&Netns]) -> Value {
+        let br = &self
+            .host
+            .ip_json(&["-d", "link", "show", "dev", &self.bridge])[0];
+        let mut ports: Vec<Value> = self
+            .ports()
+            .iter()
+            .map(|p| {
+                let name = p["ifname"].as_str().unwrap_or_default();
+                json!({
+                    "kind": p["linkinfo"]["info_kind"],
+                    "mtu": p["mtu"],
+                    "up": flags_up(p),
+                    "hairpin": p["linkinfo"]["info_slave_data"]["hairpin"],
+                    "isolated": p["linkinfo"]["info_slave_data"]["isolated"],
+                    "accept_ra": self.host.sysctl(&format!("net/ipv6/conf/{name}/accept_ra")),
+                })
+            })
+            .collect();
+        ports.sort_by_key(|p| p.to_string());
+        let conts: Vec<Value> = containers.iter().map(|c| container_state(c)).collect();
+        json!({
+            "bridge": {
+                "kind": br["linkinfo"]["info_kind"],
+                "mtu": br["mtu"],
+                "up": flags_up(br),
+                "promisc": br["promiscuity"].as_u64().unwrap_or(0) > 0,
+                "addrs": addrs(&self.host, &self.bridge),
+                "accept_ra": self.host.sysctl(&format!("net/ipv6/conf/{}/accept_ra", self.bridge)),
+            },
+            "ports": ports,
+            "ip_forward": self.host.sysctl("net/ipv4/ip_forward"),
+            "ip6_forward": self.host.sysctl("net/ipv6/conf/all/forwarding"),
+            "containers": conts,
+        })
+    }
+}
+
+fn link_exists(ns: &Netns, name: &str) -> bool {
+    ns.exec("ip", &["link", "show", "dev", name])
+        .status
+        .success()
+}
+
+fn flags_up(link: &Value) -> bool {
+    link["flags"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == "UP"))
+}
+
+/// Global addresses of a link, `addr/prefix`, sorted.
+fn addrs(ns: &Netns, dev: &str) -> Vec<String> {
+    let v = ns.ip_json(&["addr", "show", "dev", dev]);
+    let mut out: Vec<String> = v[0]["addr_info"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|i| i["scope"] == "global")
+                .map(|i| format!("{}/{}", i["local"].as_str().unwrap_or(""), i["prefixlen"]))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn routes(ns: &Netns) -> Vec<String> {
+    let mut out = Vec::new();
+    for fam in ["-4", "-6"] {
+        let v = ns.ip_json(&[fam, "route", "show", "table", "main"]);
+        for r in v.as_array().cloned().unwrap_or_default() {
+            out.push(format!(
+                "{} via {} dev {} proto {} scope {} metric {} mtu {} advmss {}",
+                r["dst"].as_str().unwrap_or(""),
+                r["gateway"].as_str().unwrap_or("-"),
+                r["dev"].as_str().unwrap_or(""),
+                r["protocol"].as_str().unwrap_or(""),
+                r["scope"].as_str().unwrap_or(""),
+                r["metric"],
+                r["metrics"]
+                    .as_array()
+                    .and_then(|m| m.iter().find_map(|x| x.get("mtu").cloned()))
+                    .unwrap_or(Value::Null),
+                r["metrics"]
+                    .as_array()
+                    .and_then(|m| m.iter().find_map(|x| x.get("advmss").cloned()))
+                    .unwrap_or(Value::Null),
+            ));
+        }
+    }
+    out
+}
+
+fn container_state(c: &Netns) -> Value {
+    let l = &c.ip_json(&["-d", "link", "show", "dev", "eth0"])[0];
+    json!({
+        "kind": l["linkinfo"]["info_kind"],
+        "mtu": l["mtu"],
+        "up": flags_up(l),
+        "addrs": addrs(c, "eth0"),
+        "routes": routes(c),
+        "accept_dad": c.sysctl("net/ipv6/conf/eth0/accept_dad"),
+        "arp_notify": c.sysctl("net/ipv4/conf/eth0/arp_notify"),
+    })
+}
+
+/// Pings `ip` from `ns` (or from the host when `ns` is the host), retrying
+/// while IPv6 DAD on the bridge finishes.
+fn ping(ns: &Netns, ip: &str) {
+    let start = Instant::now();
+    loop {
+        let out = ns.exec("ping", &["-c1", "-W1", ip]);
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(8),
+            "ping {ip} from {} failed: {}",
+            ns.name(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn result_ips(r: &Value) -> Vec<String> {
+    r["ips"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|i| i["address"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `scenario` for ours and, when installed, the Go reference, and
+/// asserts both left the same kernel state.
+fn compare(test: &str, n: u8, scenario: impl Fn(&World) -> Value) {
+    let ours = World::new(Impl::Ours, n).expect("our bridge is built");
+    let mine = scenario(&ours);
+    match World::new(Impl::Go, n) {
+        Some(go) => {
+            let theirs = scenario(&go);
+            assert_eq!(
+                mine, theirs,
+                "{test}: kernel state differs from the Go reference"
+            );
+        }
+        None => skip(test, "Go reference not installed; compared nothing"),
+    }
+}
+
+#[test]
+fn two_containers_ipv4_ping_and_match_reference() {
+    if skip_unless_root("two_containers_ipv4_ping_and_match_reference") {
+        return;
+    }
+    compare("two_containers_ipv4", 1, |w| {
+        let conf = w.conf(Fam::V4, json!({"isGateway": true}));
+        let (c1, c2) = (w.container(), w.container());
+        let r1 = w.add(&conf, "c1", &c1);
+        let r2 = w.add(&conf, "c2", &c2);
+        assert_eq!(result_ips(&r1), vec![format!("{}/24", w.v4(2))]);
+        assert_eq!(result_ips(&r2), vec![format!("{}/24", w.v4(3))]);
+        ping(&c1, &w.v4(3));
+        ping(&c2, &w.v4(2));
+        ping(&c1, &w.v4(1));
+        ping(&w.host, &w.v4(2));
+        ping(&w.host, &w.v4(3));
+        let s = w.state(&[&c1, &c2]);
+        w.del(&conf, "c1", &c1);
+        w.del(&conf, "c2", &c2);
+        s
+    });
+}
+
+#[test]
+fn result_matches_kernel() {
+    if skip_unless_root("result_matches_kernel") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 2).unwrap();
+    let conf = w.conf(Fam::V4, json!({"isGateway": true}));
+    let c = w.container();
+    let r = w.add(&conf, "c1", &c);
+    assert_eq!(r["cniVersion"], "1.1.0");
+    let ifs = r["interfaces"].as_array().unwrap();
+    assert_eq!(ifs.len(), 3);
+    assert_eq!(ifs[0]["name"], w.bridge.as_str());
+    let br = &w.host.ip_json(&["link", "show", "dev", &w.bridge])[0];
+    assert_eq!(ifs[0]["mac"], br["address"]);
+    let host_veth = ifs[1]["name"].as_str().unwrap();
+    let hv = &w.host.ip_json(&["link", "show", "dev", host_veth])[0];
+    assert_eq!(ifs[1]["mac"], hv["address"]);
+    assert_eq!(hv["master"], w.bridge.as_str());
+    let cv = &c.ip_json(&["link", "show", "dev", "eth0"])[0];
+    assert_eq!(ifs[2]["mac"], cv["address"]);
+    assert_eq!(ifs[2]["sandbox"], c.path().display().to_string());
+    assert_eq!(r["ips"][0]["interface"], 2);
+    assert_eq!(r["ips"][0]["gateway"], w.v4(1));
+    // The bridge MAC is pinned: a second port does not change it.
+    let c2 = w.container();
+    let r2 = w.add(&conf, "c2", &c2);
+    assert_eq!(r2["interfaces"][0]["mac"], ifs[0]["mac"]);
+    w.del(&conf, "c1", &c);
+    w.del(&conf, "c2", &c2);
+}
+
+#[test]
+fn ipv6_ping_and_match_reference() {
+    if skip_unless_root("ipv6_ping_and_match_reference") {
+        return;
+    }
+    compare("ipv6", 3, |w| {
+        let conf = w.conf(Fam::V6, json!({"isGateway": true}));
+        let (c1, c2) = (w.container(), w.container());
+        w.add(&conf, "c1", &c1);
+        w.add(&conf, "c2", &c2);
+        ping(&c1, &w.v6(3));
+        ping(&c2, &w.v6(2));
+        ping(&c1, &w.v6(1));
+        ping(&w.host, &w.v6(2));
+        let s = w.state(&[&c1, &c2]);
+        w.del(&conf, "c1", &c1);
+        w.del(&conf, "c2", &c2);
+        s
+    });
+}
+
+#[test]
+fn dual_stack_default_gateway_and_match_reference() {
+    if skip_unless_root("dual_stack_default_gateway_and_match_reference") {
+        return;
+    }
+    compare("dual_stack", 4, |w| {
+        let conf = w.conf(Fam::Dual, json!({"isDefaultGateway": true}));
+        let (c1, c2) = (w.container(), w.container());
+        let r = w.add(&conf, "c1", &c1);
+        w.add(&conf, "c2", &c2);
+        assert_eq!(
+            result_ips(&r),
+            vec![format!("{}/24", w.v4(2)), format!("{}/64", w.v6(2))]
+        );
+        ping(&c1, &w.v4(3));
+        ping(&c1, &w.v6(3));
+        ping(&w.host, &w.v6(3));
+        ping(&w.host, &w.v4(2));
+        let rs = routes(&c1);
+        assert!(
+            rs.iter()
+                .any(|r| r.starts_with(&format!("default via {} dev eth0", w.v4(1)))),
+            "{rs:?}"
+        );
+        assert!(
+            rs.iter()
+                .any(|r| r.starts_with(&format!("default via {} dev eth0", w.v6(1)))),
+            "{rs:?}"
+        );
+        let s = w.state(&[&c1, &c2]);
+        w.del(&conf, "c1", &c1);
+        w.del(&conf, "c2", &c2);
+        s
+    });
+}
+
+#[test]
+fn mtu_hairpin_promisc_and_match_reference() {
+    if skip_unless_root("mtu_hairpin_promisc_and_match_reference") {
+        return;
+    }
+    compare("mtu_hairpin", 5, |w| {
+        let conf = w.conf(Fam::V4, json!({"mtu": 1400, "hairpinMode": true}));
+        let c = w.container();
+        w.add(&conf, "c1", &c);
+        let s = w.state(&[&c]);
+        assert_eq!(s["bridge"]["mtu"], 1400);
+        assert_eq!(s["ports"][0]["mtu"], 1400);
+        assert_eq!(s["ports"][0]["hairpin"], true);
+        assert_eq!(s["containers"][0]["mtu"], 1400);
+        // hairpin and promisc exclude each other.
+        let bad = w.conf(Fam::V4, json!({"hairpinMode": true, "promiscMode": true}));
+        let e = w.run("ADD", &bad, "c2", &c).err();
+        assert!(
+            e["msg"]
+                .as_str()
+                .unwrap()
+                .starts_with("cannot set hairpin mode and promiscuous mode at the same time"),
+            "{e}"
+        );
+        w.del(&conf, "c1", &c);
+        s
+    });
+    let w = World::new(Impl::Ours, 5).unwrap();
+    let conf = w.conf(Fam::V4, json!({"promiscMode": true, "portIsolation": true}));
+    let c = w.container();
+    w.add(&conf, "c1", &c);
+    let s = w.state(&[&c]);
+    assert_eq!(s["bridge"]["promisc"], true);
+    assert_eq!(s["ports"][0]["isolated"], true);
+    assert_eq!(s["ports"][0]["hairpin"], false);
+    w.del(&conf, "c1", &c);
+}
+
+#[test]
+fn route_mtu_and_advmss_are_applied() {
+    if skip_unless_root("route_mtu_and_advmss_are_applied") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 6).unwrap();
+    let mut conf = w.conf(Fam::V4, json!({"isGateway": true}));
+    conf["ipam"]["routes"] = json!([{"dst": "192.0.2.0/24", "mtu": 1300, "advmss": 1200},
+                                    {"dst": "198.51.100.0/24", "gw": w.v4(1)}]);
+    let c = w.container();
+    let r = w.add(&conf, "c1", &c);
+    let rs = routes(&c);
+    assert!(
+        rs.iter().any(
+            |r| r.starts_with(&format!("192.0.2.0/24 via {} dev eth0", w.v4(1)))
+                && r.ends_with("mtu 1300 advmss 1200")
+        ),
+        "{rs:?}"
+    );
+    // CHECK accepts routes with and without a gateway.
+    w.check(&conf, &r, "c1", &c).ok();
+    w.del(&conf, "c1", &c);
+}
+
+#[test]
+fn force_address_and_failed_add_rolls_back() {
+    if skip_unless_root("force_address_and_failed_add_rolls_back") {
+        return;
+    }
+    compare("force_address", 7, |w| {
+        // A bridge that already has another address in the subnet.
+        // With a MAC: the reference cannot pin a bridge's all-zero MAC
+        // (a port-less bridge made by `ip link add`); ours can (below).
+        w.host.exec_ok(
+            "ip",
+            &[
+                "link",
+                "add",
+                &w.bridge,
+                "address",
+                "0a:00:00:00:07:01",
+                "type",
+                "bridge",
+            ],
+        );
+        let other = format!("{}/24", w.v4(200));
+        w.host
+            .exec_ok("ip", &["addr", "add", &other, "dev", &w.bridge]);
+        let c = w.container();
+        let conf = w.conf(Fam::V4, json!({"isGateway": true}));
+        let e = w.run("ADD", &conf, "c1", &c).err();
+        let msg = e["msg"].as_str().unwrap();
+        assert!(
+            msg.contains(&format!(
+                "\"{}\" already has an IP address different from {}/24",
+                w.bridge,
+                w.v4(1)
+            )),
+            "{msg}"
+        );
+        if w.imp == Impl::Ours {
+            // Nothing left: no veth, no reservation.
+            assert_eq!(w.veths_in_host(), 0);
+            assert!(
+                w.data.reservations().is_empty(),
+                "{:?}",
+                w.data.reservations()
+            );
+            assert!(!link_exists(&c, "eth0"));
+        }
+        w.del(&conf, "c1", &c);
+        let forced = w.conf(Fam::V4, json!({"isGateway": true, "forceAddress": true}));
+        let c2 = w.container();
+        w.add(&forced, "c2", &c2);
+        assert_eq!(addrs(&w.host, &w.bridge), vec![format!("{}/24", w.v4(1))]);
+        ping(&c2, &w.v4(1));
+        let s = w.state(&[&c2]);
+        w.del(&forced, "c2", &c2);
+        s
+    });
+}
+
+#[test]
+fn gateway_on_a_bridge_without_mac() {
+    if skip_unless_root("gateway_on_a_bridge_without_mac") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 23).unwrap();
+    w.host
+        .exec_ok("ip", &["link", "add", &w.bridge, "type", "bridge"]);
+    let conf = w.conf(Fam::V4, json!({"isGateway": true}));
+    let c = w.container();
+    let r = w.add(&conf, "c1", &c);
+    let mac = r["interfaces"][0]["mac"].as_str().unwrap().to_string();
+    assert_ne!(mac, "00:00:00:00:00:00");
+    let c2 = w.container();
+    let r2 = w.add(&conf, "c2", &c2);
+    assert_eq!(r2["interfaces"][0]["mac"], mac.as_str());
+    w.del(&conf, "c1", &c);
+    w.del(&conf, "c2", &c2);
+}
+
+#[test]
+fn taken_ifname_leaves_nothing_behind() {
+    if skip_unless_root("taken_ifname_leaves_nothing_behind") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 8).unwrap();
+    let conf = w.conf(
+        Fam::Dual,
+        json!({"isGateway": true, "ipMasq": true, "macspoofchk": true}),
+    );
+    let c = w.container();
+    c.exec_ok("ip", &["link", "add", "eth0", "type", "bridge"]);
+    let e = w.run("ADD", &conf, "c1", &c).err();
+    assert!(e["msg"].as_str().unwrap().contains("already exists"), "{e}");
+    assert_eq!(w.veths_in_host(), 0);
+    assert!(
+        w.data.reservations().is_empty(),
+        "{:?}",
+        w.data.reservations()
+    );
+    assert!(
+        !w.host
+            .exec_ok("iptables-save", &["-t", "nat"])
+            .contains("CNI-")
+    );
+    // The dummy is untouched.
+    c.exec_ok("ip", &["link", "show", "dev", "eth0"]);
+}
+
+#[test]
+fn l2_mode_and_check() {
+    if skip_unless_root("l2_mode_and_check") {
+        return;
+    }
+    compare("l2", 9, |w| {
+        let conf = w.conf(Fam::V4, json!({"ipam": null}));
+        let (c1, c2) = (w.container(), w.container());
+        let r = w.add(&conf, "c1", &c1);
+        w.add(&conf, "c2", &c2);
+        assert!(r["ips"].is_null(), "{r}");
+        assert_eq!(r["interfaces"].as_array().unwrap().len(), 3);
+        // Addresses set by hand reach each other over the bridge.
+        c1.exec_ok("ip", &["addr", "add", "192.168.77.1/24", "dev", "eth0"]);
+        c2.exec_ok("ip", &["addr", "add", "192.168.77.2/24", "dev", "eth0"]);
+        ping(&c1, "192.168.77.2");
+        c1.exec_ok("ip", &["addr", "flush", "dev", "eth0", "scope", "global"]);
+        c2.exec_ok("ip", &["addr", "flush", "dev", "eth0", "scope", "global"]);
+        if w.imp == Impl::Ours {
+            // The reference fails here ("no plugin name provided").
+            w.check(&conf, &r, "c1", &c1).ok();
+        }
+        let s = w.state(&[&c1, &c2]);
+        w.del(&conf, "c1", &c1);
+        w.del(&conf, "c2", &c2);
+        s
+    });
+    // disableContainerInterface leaves the container end down.
+    let w = World::new(Impl::Ours, 9).unwrap();
+    let conf = w.conf(
+        Fam::V4,
+        json!({"ipam": null, "disableContainerInterface": true}),
+    );
+    let c = w.container();
+    w.add(&conf, "c1", &c);
+    assert!(!flags_up(&c.ip_json(&["link", "show", "dev", "eth0"])[0]));
+    w.del(&conf, "c1", &c);
+    let with_ipam = w.conf(Fam::V4, json!({"disableContainerInterface": true}));
+    let e = w.run("ADD", &with_ipam, "c2", &c).err();
+    assert_eq!(
+        e["msg"],
+        "cannot use IPAM when DisableContainerInterface flag is set"
+    );
+}
+
+#[test]
+fn mac_from_each_source() {
+    if skip_unless_root("mac_from_each_source") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 10).unwrap();
+    let cases = [
+        (
+            json!({}),
+            "IgnoreUnknown=1;MAC=0a:00:00:00:0a:01",
+            "0a:00:00:00:0a:01",
+        ),
+        (
+            json!({"args": {"cni": {"mac": "0a:00:00:00:0a:02"}}}),
+            "IgnoreUnknown=1;MAC=0a:00:00:00:0a:01",
+            "0a:00:00:00:0a:02",
+        ),
+        (
+            json!({"args": {"cni": {"mac": "0a:00:00:00:0a:02"}}, "runtimeConfig": {"mac": "0a:00:00:00:0a:03"}}),
+            "IgnoreUnknown=1;MAC=0a:00:00:00:0a:01",
+            "0a:00:00:00:0a:03",
+        ),
+        (
+            json!({"runtimeConfig": {"mac": "0a:00:00:00:0a:04"}}),
+            "",
+            "0a:00:00:00:0a:04",
+        ),
+    ];
+    for (i, (extra, cni_args, want)) in cases.iter().enumerate() {
+        let conf = w.conf(Fam::V4, extra.clone());
+        let c = w.container();
+        let cid = format!("c{i}");
+        let r = w
+            .inv("ADD", &conf, &cid, &c, "eth0")
+            .env("CNI_ARGS", cni_args)
+            .run()
+            .ok();
+        assert_eq!(r["interfaces"][2]["mac"], *want);
+        assert_eq!(
+            c.ip_json(&["link", "show", "dev", "eth0"])[0]["address"],
+            *want
+        );
+        w.del(&conf, &cid, &c);
+    }
+    // A bad MAC is refused before anything is created.
+    let conf = w.conf(Fam::V4, json!({"runtimeConfig": {"mac": "not-a-mac"}}));
+    let c = w.container();
+    let e = w.run("ADD", &conf, "bad", &c).err();
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid MAC address"),
+        "{e}"
+    );
+    assert_eq!(w.veths_in_host(), 0);
+}
+
+#[test]
+fn old_versions_one_address_per_family() {
+    if skip_unless_root("old_versions_one_address_per_family") {
+        return;
+    }
+    for (i, version) in ["0.1.0", "0.2.0"].iter().enumerate() {
+        let w = World::new(Impl::Ours, 11 + i as u8).unwrap();
+        let mut conf = w.conf(Fam::Dual, json!({"isGateway": true}));
+        conf["cniVersion"] = json!(version);
+        let c = w.container();
+        let r = w.add(&conf, "c1", &c);
+        assert_eq!(r["cniVersion"], *version);
+        assert_eq!(r["ip4"]["ip"], format!("{}/24", w.v4(2)));
+        assert_eq!(r["ip6"]["ip"], format!("{}/64", w.v6(2)));
+        assert!(r.get("interfaces").is_none());
+        // Two IPv4 ranges cannot be expressed in a 0.x result: refused, and
+        // nothing is left behind.
+        let mut two = conf.clone();
+        two["ipam"]["ranges"] =
+            json!([[{"subnet": w.v4_subnet()}], [{"subnet": "10.50.250.0/24"}]]);
+        let c2 = w.container();
+        let e = w.run("ADD", &two, "c2", &c2).err();
+        assert!(
+            e["msg"]
+                .as_str()
+                .unwrap()
+                .contains("does not support more than 1 address per family"),
+            "{e}"
+        );
+        assert_eq!(w.ports().len(), 1);
+        w.del(&conf, "c1", &c);
+    }
+}
+
+#[test]
+fn check_passes_then_fails_after_tampering() {
+    if skip_unless_root("check_passes_then_fails_after_tampering") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 13).unwrap();
+    let conf = w.conf(Fam::Dual, json!({"isDefaultGateway": true}));
+    let c = w.container();
+    let r = w.add(&conf, "c1", &c);
+    w.check(&conf, &r, "c1", &c).ok();
+    // With the 1.0.0 Go reference, on its own result.
+    if let Some(go) = World::new(Impl::Go, 13) {
+        let gconf = go.conf(Fam::Dual, json!({"isDefaultGateway": true}));
+        let gc = go.container();
+        let gr = go.add(&gconf, "c1", &gc);
+        go.check(&gconf, &gr, "c1", &gc).ok();
+        go.del(&gconf, "c1", &gc);
+    }
+    // A missing address.
+    let v4 = format!("{}/24", w.v4(2));
+    c.exec_ok("ip", &["addr", "del", &v4, "dev", "eth0"]);
+    let e = w.check(&conf, &r, "c1", &c).err();
+    assert!(e["msg"].as_str().unwrap().contains(&v4), "{e}");
+    c.exec_ok("ip", &["addr", "add", &v4, "dev", "eth0"]);
+    // A missing route (the default route went with the address).
+    let e = w.check(&conf, &r, "c1", &c).err();
+    assert!(e["msg"].as_str().unwrap().contains("route"), "{e}");
+    c.exec_ok("ip", &["route", "add", "default", "via", &w.v4(1)]);
+    w.check(&conf, &r, "c1", &c).ok();
+    // A wrong MAC in prevResult.
+    let mut bad = r.clone();
+    bad["interfaces"][2]["mac"] = json!("0a:00:00:00:00:99");
+    w.check(&conf, &bad, "c1", &c).err();
+    // The veth removed.
+    let host_veth = r["interfaces"][1]["name"].as_str().unwrap();
+    w.host.exec_ok("ip", &["link", "del", host_veth]);
+    let e = w.check(&conf, &r, "c1", &c).err();
+    assert!(e["msg"].as_str().unwrap().contains("eth0"), "{e}");
+    // CHECK without prevResult.
+    let e = w.run("CHECK", &conf, "c1", &c).err();
+    assert_eq!(e["msg"], "Required prevResult missing");
+    w.del(&conf, "c1", &c);
+}
+
+#[test]
+fn del_is_idempotent() {
+    if skip_unless_root("del_is_idempotent") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 14).unwrap();
+    let conf = w.conf(
+        Fam::Dual,
+        json!({"isGateway": true, "ipMasq": true, "macspoofchk": true}),
+    );
+    // DEL twice.
+    let c = w.container();
+    w.add(&conf, "c1", &c);
+    assert_eq!(w.data.reservations().len(), 2);
+    w.del(&conf, "c1", &c);
+    w.del(&conf, "c1", &c);
+    assert!(w.data.reservations().is_empty());
+    assert_eq!(w.veths_in_host(), 0);
+    // DEL after the netns is gone: reservation and rules go too.
+    let c2 = w.container();
+    let path = c2.path();
+    w.add(&conf, "c2", &c2);
+    assert!(
+        w.host
+            .exec_ok("iptables-save", &["-t", "nat"])
+            .contains("CNI-")
+    );
+    assert!(
+        w.host
+            .exec_ok("nft", &["list", "table", "bridge", "nat"])
+            .contains("macspoofchk-c2-eth0")
+    );
+    drop(c2);
+    let out = Invocation::new(&w.plugin, "DEL")
+        .env("CNI_CONTAINERID", "c2")
+        .env("CNI_NETNS", path.display().to_string())
+        .env("CNI_IFNAME", "eth0")
+        .in_host(&w.host)
+        .config(&conf)
+        .run();
+    out.ok();
+    assert!(w.data.reservations().is_empty());
+    assert!(
+        !w.host
+            .exec_ok("iptables-save", &["-t", "nat"])
+            .contains("CNI-")
+    );
+    assert!(
+        !w.host
+            .exec_ok("ip6tables-save", &["-t", "nat"])
+            .contains("CNI-")
+    );
+    assert!(
+        !w.host
+            .exec_ok("nft", &["list", "table", "bridge", "nat"])
+            .contains("macspoofchk")
+    );
+    // DEL with an empty CNI_NETNS.
+    let c3 = w.container();
+    w.add(&conf, "c3", &c3);
+    Invocation::new(&w.plugin, "DEL")
+        .env("CNI_CONTAINERID", "c3")
+        .env("CNI_NETNS", "")
+        .env("CNI_IFNAME", "eth0")
+        .in_host(&w.host)
+        .config(&conf)
+        .run()
+        .ok();
+    assert!(w.data.reservations().is_empty());
+    assert!(
+        !w.host
+            .exec_ok("iptables-save", &["-t", "nat"])
+            .contains("CNI-")
+    );
+    // The bridge and its addresses stay.
+    assert_eq!(addrs(&w.host, &w.bridge).len(), 2);
+}
+
+/// Connects `outside` to the host with a veth 10.51.N.1 (host) / .2.
+fn outside_link(w: &World, outside: &Netns) -> String {
+    let (a, b) = (unique("bro"), unique("bro"));
+    w.host.exec_ok(
+        "ip",
+        &["link", "add", &a, "type", "veth", "peer", "name", &b],
+    );
+    w.host
+        .exec_ok("ip", &["link", "set", &b, "netns", outside.name()]);
+    let host_ip = format!("10.51.{}.1", w.n);
+    let out_ip = format!("10.51.{}.2", w.n);
+    w.host
+        .exec_ok("ip", &["addr", "add", &format!("{host_ip}/24"), "dev", &a]);
+    w.host.exec_ok("ip", &["link", "set", &a, "up"]);
+    outside.exec_ok("ip", &["addr", "add", &format!("{out_ip}/24"), "dev", &b]);
+    outside.exec_ok("ip", &["link", "set", &b, "up"]);
+    outside.exec_ok("ip", &["link", "set", "lo", "up"]);
+    out_ip
+}
+
+/// Connects from `c` to `ip:7777` and returns the source address the
+/// listener in `outside` saw.
+fn seen_source(c: &Netns, outside: &Netns, ip: &str) -> String {
+    let server = std::process::Command::new("ip")
+        .args(["netns", "exec", outside.name(), "python3", "-c"])
+        .arg(
+            "import socket,sys\n\
+             s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n\
+             s.bind(('0.0.0.0',7777));s.listen(1);s.settimeout(10)\n\
+             print('ready',flush=True)\n\
+             c,a=s.accept();print(a[0],flush=True)",
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut server = Kill(server);
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(server.0.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    c.exec_ok(
+        "python3",
+        &[
+            "-c",
+            &format!("import socket;socket.create_connection(('{ip}',7777),timeout=5).close()"),
+        ],
+    );
+    lines.next().unwrap().unwrap()
+}
+
+#[test]
+fn ip_masq_both_backends() {
+    if skip_unless_root("ip_masq_both_backends") {
+        return;
+    }
+    for (i, backend) in ["iptables", "nftables"].iter().enumerate() {
+        let w = World::new(Impl::Ours, 15 + i as u8).unwrap();
+        let outside = Netns::new("bro");
+        let out_ip = outside_link(&w, &outside);
+        let conf = w.conf(
+            Fam::V4,
+            json!({"isDefaultGateway": true, "ipMasq": true, "ipMasqBackend": backend}),
+        );
+        let c = w.container();
+        w.add(&conf, "c1", &c);
+        assert_eq!(w.host.sysctl("net/ipv4/ip_forward"), "1");
+        let seen = seen_source(&c, &outside, &out_ip);
+        assert_eq!(seen, format!("10.51.{}.1", w.n), "{backend}");
+        w.del(&conf, "c1", &c);
+        assert!(
+            !w.host
+                .exec_ok("iptables-save", &["-t", "nat"])
+                .contains("CNI-")
+        );
+        let nft = w.host.exec_ok("nft", &["list", "ruleset"]);
+        assert!(!nft.contains("saddr"), "{nft}");
+    }
+    // The reference (iptables only in 1.1.1) masquerades the same way.
+    if let Some(go) = World::new(Impl::Go, 17) {
+        let outside = Netns::new("bro");
+        let out_ip = outside_link(&go, &outside);
+        let conf = go.conf(Fam::V4, json!({"isDefaultGateway": true, "ipMasq": true}));
+        let c = go.container();
+        go.add(&conf, "c1", &c);
+        assert_eq!(
+            seen_source(&c, &outside, &out_ip),
+            format!("10.51.{}.1", go.n)
+        );
+        // Our DEL removes the reference's rules (same chain names).
+        let ours = bin("bridge");
+        Invocation::new(&ours, "DEL")
+            .attach("c1", &c, "eth0")
+            .in_host(&go.host)
+            .env("CNI_PATH", rcni_tests::bin_dir().display().to_string())
+            .config(&conf)
+            .run()
+            .ok();
+        assert!(
+            !go.host
+                .exec_ok("iptables-save", &["-t", "nat"])
+                .contains("CNI-")
+        );
+    }
+}
+
+#[test]
+fn macspoofchk_rules_follow_the_reference_layout() {
+    if skip_unless_root("macspoofchk_rules_follow_the_reference_layout") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 18).unwrap();
+    let conf = w.conf(Fam::V4, json!({"macspoofchk": true}));
+    let c = w.container();
+    let r = w.add(&conf, "c1", &c);
+    let t = w.host.exec_ok("nft", &["list", "table", "bridge", "nat"]);
+    let veth = r["interfaces"][1]["name"].as_str().unwrap();
+    let mac = r["interfaces"][2]["mac"].as_str().unwrap();
+    // nft prints priority -300 of the bridge family as "dstnat".
+    assert!(
+        t.contains("type filter hook prerouting priority dstnat; policy accept;"),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!(
+            "iifname \"{veth}\" jump cni-br-iface-c1-eth0 comment \"macspoofchk-c1-eth0\""
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!(
+            "ether saddr {mac} return comment \"macspoofchk-c1-eth0\""
+        )),
+        "{t}"
+    );
+    assert!(t.contains("drop comment \"macspoofchk-c1-eth0\""), "{t}");
+    // Traffic still flows with the container's own MAC.
+    let c2 = w.container();
+    w.add(&conf, "c2", &c2);
+    c.exec_ok("ip", &["addr", "flush", "dev", "eth0"]);
+    c.exec_ok(
+        "ip",
+        &["addr", "add", &format!("{}/24", w.v4(2)), "dev", "eth0"],
+    );
+    ping(&c, &w.v4(3));
+    // A spoofed source MAC is dropped.
+    c.exec_ok(
+        "ip",
+        &["link", "set", "eth0", "address", "0a:00:00:00:66:66"],
+    );
+    c.exec_ok("ip", &["neigh", "flush", "all"]);
+    assert!(!c.exec("ping", &["-c2", "-W1", &w.v4(3)]).status.success());
+    w.del(&conf, "c1", &c);
+    let t = w.host.exec_ok("nft", &["list", "table", "bridge", "nat"]);
+    assert!(!t.contains("c1-eth0"), "{t}");
+    assert!(t.contains("c2-eth0"), "{t}");
+    w.del(&conf, "c2", &c2);
+}
+
+#[test]
+fn gc_and_status() {
+    if skip_unless_root("gc_and_status") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 19).unwrap();
+    let conf = w.conf(
+        Fam::V4,
+        json!({"isGateway": true, "ipMasq": true, "ipMasqBackend": "nftables", "macspoofchk": true}),
+    );
+    let (c1, c2) = (w.container(), w.container());
+    w.add(&conf, "c1", &c1);
+    w.add(&conf, "c2", &c2);
+    assert_eq!(w.data.reservations().len(), 2);
+    let mut gc = conf.clone();
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": "c1", "ifname": "eth0"}]);
+    Invocation::new(&w.plugin, "GC")
+        .in_host(&w.host)
+        .config(&gc)
+        .run()
+        .ok();
+    let res = w.data.reservations();
+    assert_eq!(res.len(), 1, "{res:?}");
+    assert!(res.values().all(|v| v.starts_with("c1")));
+    let nft = w.host.exec_ok("nft", &["list", "ruleset"]);
+    assert!(
+        nft.contains("macspoofchk-c1-eth0") && !nft.contains("macspoofchk-c2-eth0"),
+        "{nft}"
+    );
+    assert!(nft.contains("id: c1") && !nft.contains("id: c2"), "{nft}");
+    // The other key name works too.
+    let mut gc2 = conf.clone();
+    gc2["cni.dev/attachments"] = json!([]);
+    Invocation::new(&w.plugin, "GC")
+        .in_host(&w.host)
+        .config(&gc2)
+        .run()
+        .ok();
+    assert!(w.data.reservations().is_empty());
+    let nft = w.host.exec_ok("nft", &["list", "ruleset"]);
+    assert!(
+        !nft.contains("macspoofchk-c1") && !nft.contains("id: c1"),
+        "{nft}"
+    );
+    // STATUS answers as IPAM does.
+    Invocation::new(&w.plugin, "STATUS")
+        .in_host(&w.host)
+        .config(&conf)
+        .run()
+        .ok();
+    let mut broken = conf.clone();
+    broken["ipam"]["type"] = json!("no-such-ipam");
+    let e = Invocation::new(&w.plugin, "STATUS")
+        .in_host(&w.host)
+        .config(&broken)
+        .run()
+        .err();
+    assert!(e["msg"].as_str().unwrap().contains("no-such-ipam"), "{e}");
+    w.del(&conf, "c1", &c1);
+    w.del(&conf, "c2", &c2);
+}
+
+#[test]
+fn config_errors_touch_nothing() {
+    if skip_unless_root("config_errors_touch_nothing") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 20).unwrap();
+    let c = w.container();
+    for (extra, want) in [
+        (
+            json!({"vlan": 5000}),
+            "invalid VLAN ID 5000 (must be between 0 and 4094)",
+        ),
+        (json!({"mtu": -5}), "invalid MTU -5"),
+        (json!({"mtu": 70000}), "invalid MTU 70000"),
+        (
+            json!({"bridge": "this-name-is-too-long"}),
+            "invalid bridge name",
+        ),
+        (
+            json!({"vlanTrunk": [{"minID": 5}]}),
+            "minID and maxID should be configured simultaneously, maxID is missing",
+        ),
+        (
+            json!({"ipMasqBackend": "pf"}),
+            "unknown ipmasq backend \"pf\"",
+        ),
+        (json!({"isGateway": "yes"}), "failed to load netconf"),
+    ] {
+        let conf = w.conf(Fam::V4, extra);
+        let e = w.run("ADD", &conf, "c1", &c).err();
+        assert!(e["msg"].as_str().unwrap().starts_with(want), "{e}");
+    }
+    assert!(!link_exists(&w.host, &w.bridge));
+    assert!(w.data.reservations().is_empty());
+    // An existing link of that name that is not a bridge.
+    let peer = unique("brp");
+    w.host.exec_ok(
+        "ip",
+        &[
+            "link", "add", &w.bridge, "type", "veth", "peer", "name", &peer,
+        ],
+    );
+    let conf = w.conf(Fam::V4, json!({}));
+    let e = w.run("ADD", &conf, "c1", &c).err();
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .contains("already exists but is not a bridge"),
+        "{e}"
+    );
+    assert!(w.data.reservations().is_empty());
+}
+
+#[test]
+fn vlan_needs_kernel_support() {
+    if skip_unless_root("vlan_needs_kernel_support") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 21).unwrap();
+    let conf = w.conf(Fam::V4, json!({"vlan": 100, "isGateway": true}));
+    let c = w.container();
+    let out = w.run("ADD", &conf, "c1", &c);
+    if out.code != 0 {
+        let msg = out.err()["msg"].as_str().unwrap().to_string();
+        assert!(
+            msg.contains("Operation not supported") || msg.contains("os error 95"),
+            "{msg}"
+        );
+        skip(
+            "vlan_needs_kernel_support",
+            "this kernel cannot create VLAN-filtering bridges (EOPNOTSUPP)",
+        );
+        assert!(w.data.reservations().is_empty());
+        return;
+    }
+    let r = out.ok();
+    assert_eq!(r["interfaces"].as_array().unwrap().len(), 4);
+    let vlans = w.host.exec_ok("bridge", &["vlan", "show"]);
+    assert!(vlans.contains("100"), "{vlans}");
+    w.del(&conf, "c1", &c);
+}
+
+#[test]
+fn parallel_adds_on_one_bridge() {
+    if skip_unless_root("parallel_adds_on_one_bridge") {
+        return;
+    }
+    let w = World::new(Impl::Ours, 22).unwrap();
+    let conf = w.conf(Fam::V4, json!({"isGateway": true}));
+    let containers: Vec<Netns> = (0..32).map(|_| w.container()).collect();
+    let outs: Vec<PluginOutput> = std::thread::scope(|s| {
+        let handles: Vec<_> = containers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let inv = w.inv("ADD", &conf, &format!("p{i}"), c, "eth0");
+                s.spawn(move || inv.run())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut ips: Vec<String> = outs.iter().flat_map(|o| result_ips(&o.ok())).collect();
+    ips.sort();
+    ips.dedup();
+    assert_eq!(ips.len(), 32);
+    assert_eq!(w.ports().len(), 32);
+    ping(&containers[0], &w.v4(1));
+    ping(&containers[31], ips[0].trim_end_matches("/24"));
+    std::thread::scope(|s| {
+        for (i, c) in containers.iter().enumerate() {
+            let inv = w.inv("DEL", &conf, &format!("p{i}"), c, "eth0");
+            s.spawn(move || inv.run().ok());
+        }
+    });
+    assert_eq!(w.ports().len(), 0);
+    assert!(w.data.reservations().is_empty());
+}
