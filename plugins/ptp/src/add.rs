@@ -1,0 +1,388 @@
+//! ADD: IPAM, a veth pair whose container end is routed point-to-point to
+//! the host end (which holds the gateway), host routes, masquerade.
+//!
+//! Any failure after IPAM ADD undoes everything, newest first, down to the
+//! IPAM reservation.
+
+use crate::config::{self, MIN_MTU_V6, PtpConf};
+use crate::rollback::Rollback;
+use cni_fw::masq::{self, Attachment, Backend};
+use cni_net::iface::{self, VethPair, VethSetup};
+use cni_net::{AddrFlags, Link, NetNs, Netlink, Route, scope};
+use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Command, Interface, Output, delegate};
+use ipnetwork::IpNetwork;
+use std::net::IpAddr;
+
+/// The full-length prefix of an address's family (32 or 128).
+pub fn host_prefix(ip: IpAddr) -> u8 {
+    if ip.is_ipv4() { 32 } else { 128 }
+}
+
+/// `ip/32` or `ip/128`.
+pub fn host_net(ip: IpAddr) -> IpNetwork {
+    // A full-length prefix is always valid.
+    IpNetwork::new(ip, host_prefix(ip)).unwrap_or_else(|_| IpNetwork::from(ip))
+}
+
+/// `10.1.2.7/24` → `10.1.2.0/24`.
+pub fn subnet(a: &IpNetwork) -> IpNetwork {
+    IpNetwork::new(a.network(), a.prefix()).unwrap_or(*a)
+}
+
+/// Each address with its gateway; ptp cannot work without one.
+pub fn gateways(result: &CniResult) -> Result<Vec<(IpNetwork, IpAddr)>, CniError> {
+    if result.ips.is_empty() {
+        return Err(CniError::internal("IPAM plugin returned missing IP config"));
+    }
+    result
+        .ips
+        .iter()
+        .map(|ip| match ip.gateway {
+            Some(gw) if gw.is_ipv4() == ip.address.is_ipv4() && gw != ip.address.ip() => {
+                Ok((ip.address, gw))
+            }
+            Some(gw) => Err(CniError::internal(format!(
+                "IPAM returned gateway {gw} for {}: ptp needs a gateway of the same family other than the address",
+                ip.address
+            ))),
+            None => Err(CniError::internal(format!(
+                "IPAM returned no gateway for {}: ptp routes through the gateway",
+                ip.address
+            ))),
+        })
+        .collect()
+}
+
+/// As the reference: every packet to the subnet goes through the gateway.
+/// The kernel's prefix route `<subnet> dev <if>` is replaced by
+/// `<gw>/32|128 dev <if> scope link src <ip>` and
+/// `<subnet> via <gw> dev <if> src <ip>`. (The result's own routes were
+/// added before, while the prefix route still made any gateway in the
+/// subnet reachable.)
+///
+/// IPv4: the subnet route has the prefix route's key (metric 0), so one
+/// `NLM_F_REPLACE` request swaps them. IPv6: the kernel's prefix route has
+/// metric 256 and ours 1024 (as the reference's), so it is deleted first.
+fn replace_prefix_routes(
+    nl: &Netlink,
+    pairs: &[(IpNetwork, IpAddr)],
+    link: &Link,
+) -> Result<(), CniError> {
+    let add = |r: &Route, replace: bool| {
+        let res = if replace {
+            nl.replace_route(r)
+        } else {
+            nl.add_route(r)
+        };
+        match res {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_exists() => Ok(()),
+            Err(e) => Err(CniError::internal(format!(
+                "failed to add route {r} on {}: {e}",
+                link.name
+            ))),
+        }
+    };
+    for (route, how) in ptp_routes(pairs, link.index) {
+        if how == How::DeletePrefixThenAdd {
+            let prefix = Route::new(route.dst).dev(link.index);
+            nl.del_route(&prefix).map_err(|e| {
+                CniError::internal(format!("failed to delete route {}: {e}", route.dst))
+            })?;
+        }
+        add(&route, how == How::ReplacePrefix)?;
+    }
+    Ok(())
+}
+
+/// How a ptp route goes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// A plain add.
+    Add,
+    /// Replaces the kernel's prefix route in one request (IPv4).
+    ReplacePrefix,
+    /// The kernel's prefix route is deleted first (IPv6).
+    DeletePrefixThenAdd,
+}
+
+/// The container's ptp routes in order, with how each goes in.
+fn ptp_routes(pairs: &[(IpNetwork, IpAddr)], oif: u32) -> Vec<(Route, How)> {
+    let mut out = Vec::new();
+    for (addr, gw) in pairs {
+        let mut to_gw = Route::new(host_net(*gw)).dev(oif);
+        to_gw.scope = Some(scope::LINK);
+        to_gw.src = Some(addr.ip());
+        let mut via = Route::new(subnet(addr)).via(*gw).dev(oif);
+        via.src = Some(addr.ip());
+        out.push((to_gw, How::Add));
+        out.push((
+            via,
+            if addr.is_ipv4() {
+                How::ReplacePrefix
+            } else {
+                How::DeletePrefixThenAdd
+            },
+        ));
+    }
+    out
+}
+
+/// The host side: the gateway on the host veth, a host route to each
+/// container address through it.
+fn setup_host_veth(
+    nl: &Netlink,
+    host: &Link,
+    pairs: &[(IpNetwork, IpAddr)],
+) -> Result<(), CniError> {
+    for (addr, gw) in pairs {
+        // Every host veth of the network holds the same gateway address:
+        // duplicate address detection would only delay the container's
+        // first packets.
+        let flags = AddrFlags {
+            no_prefix_route: false,
+            no_dad: gw.is_ipv6(),
+        };
+        match nl.add_addr_flags(host, host_net(*gw), flags) {
+            Ok(()) => {}
+            Err(e) if e.is_exists() => {}
+            Err(e) => {
+                return Err(CniError::internal(format!(
+                    "failed to add IP addr {} to veth: {e}",
+                    host_net(*gw)
+                )));
+            }
+        }
+        let mut r = Route::new(host_net(addr.ip())).dev(host.index);
+        r.scope = Some(scope::HOST);
+        match nl.add_route(&r) {
+            Ok(()) => {}
+            Err(e) if e.is_exists() => {}
+            Err(e) => {
+                return Err(CniError::internal(format!(
+                    "failed to add route on host: {e}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The links half of ADD, which needs no IPAM result: both netlink
+/// handles and the veth pair (the container end still unconfigured).
+struct Links {
+    host_nl: Netlink,
+    ns_nl: Netlink,
+    pair: VethPair,
+}
+
+fn create_links(args: &CmdArgs, conf: &PtpConf, ns: &NetNs) -> Result<Links, CniError> {
+    let host_nl = Netlink::host()?;
+    let ns_nl = Netlink::for_ns(ns)?;
+    let pair = iface::setup_veth(
+        &host_nl,
+        ns,
+        &ns_nl,
+        VethSetup {
+            ifname: &args.ifname,
+            mtu: conf.mtu,
+            container_mac: None,
+            controller: None,
+        },
+    )?;
+    Ok(Links {
+        host_nl,
+        ns_nl,
+        pair,
+    })
+}
+
+fn ipam_del(args: &CmdArgs) {
+    if let Err(e) = delegate::ipam_run(Command::Del, args) {
+        log::warn!("rollback: IPAM DEL failed: {}", e.msg);
+    }
+}
+
+fn del_veth(links: &Links) {
+    // Deleting one end removes the pair with its addresses and routes.
+    if let Err(e) = links.host_nl.del_link(&links.pair.host) {
+        log::warn!("rollback: deleting {} failed: {e}", links.pair.host.name);
+    }
+}
+
+pub fn add(args: &CmdArgs) -> CmdResult {
+    let conf = config::load(args)?;
+    let path = args
+        .netns
+        .as_deref()
+        .ok_or_else(|| CniError::internal("CNI_NETNS is required for ADD"))?;
+    let ns = NetNs::open(path).map_err(|e| {
+        CniError::internal(format!("failed to open netns {:?}: {e}", path.display()))
+    })?;
+    // The IPAM delegate is a separate process that mostly waits on exec
+    // and files: create the veth pair meanwhile.
+    let ipam = delegate::ipam_add_start(args)?;
+    let links = create_links(args, &conf, &ns);
+    let ipam = ipam.wait();
+    let (result, links) = match (ipam, links) {
+        (Ok(r), Ok(l)) => (r, l),
+        (Err(e), Ok(l)) => {
+            del_veth(&l);
+            return Err(e);
+        }
+        (Ok(_), Err(e)) => {
+            ipam_del(args);
+            return Err(e);
+        }
+        (Err(e), Err(_)) => return Err(e),
+    };
+    let mut rb = Rollback::new();
+    rb.push(|| ipam_del(args));
+    rb.push(|| del_veth(&links));
+    match configure(args, &conf, &ns, &links, result, &mut rb) {
+        Ok(result) => {
+            rb.commit();
+            Ok(Output::Result(result))
+        }
+        Err(e) => {
+            rb.run();
+            Err(e)
+        }
+    }
+}
+
+/// Everything after IPAM and the veth pair: addresses and routes on both
+/// ends, masquerade, DNS.
+fn configure<'a>(
+    args: &'a CmdArgs,
+    conf: &'a PtpConf,
+    ns: &NetNs,
+    links: &Links,
+    mut result: CniResult,
+    rb: &mut Rollback<'a>,
+) -> Result<CniResult, CniError> {
+    let pairs = gateways(&result)?;
+    if let Some(mtu) = conf.mtu
+        && mtu < MIN_MTU_V6
+        && pairs.iter().any(|(a, _)| a.is_ipv6())
+    {
+        return Err(CniError::invalid_config(format!(
+            "mtu {mtu} is too small for IPv6 (at least {MIN_MTU_V6})"
+        )));
+    }
+    iface::enable_forwarding(&result).map_err(|e| e.context("Could not enable IP forwarding"))?;
+
+    let pair = &links.pair;
+    for ip in &mut result.ips {
+        ip.interface = Some(1);
+    }
+    result.interfaces = vec![
+        Interface {
+            name: pair.host.name.clone(),
+            mac: pair.host.mac.clone(),
+            ..Interface::default()
+        },
+        Interface {
+            name: pair.container.name.clone(),
+            mac: pair.container.mac.clone(),
+            sandbox: ns.path().display().to_string(),
+            ..Interface::default()
+        },
+    ];
+
+    iface::configure_iface_with(ns, &links.ns_nl, &pair.container, &result)?;
+    replace_prefix_routes(&links.ns_nl, &pairs, &pair.container)?;
+    setup_host_veth(&links.host_nl, &pair.host, &pairs)?;
+
+    if conf.ip_masq {
+        let att = Attachment {
+            network: &conf.name,
+            ifname: &args.ifname,
+            container_id: &args.container_id,
+        };
+        let addrs: Vec<IpNetwork> = pairs.iter().map(|(a, _)| *a).collect();
+        rb.push(move || {
+            if let Err(e) = masq::teardown(att) {
+                log::warn!("rollback: masquerade teardown failed: {}", e.msg);
+            }
+        });
+        masq::setup(Backend::resolve(conf.backend), &addrs, att)?;
+    }
+
+    if let Some(dns) = &conf.dns {
+        result.dns = dns.clone();
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cni_skel::IpConfig;
+
+    fn ipc(a: &str, gw: Option<&str>) -> IpConfig {
+        IpConfig {
+            interface: None,
+            address: a.parse().unwrap(),
+            gateway: gw.map(|g| g.parse().unwrap()),
+        }
+    }
+
+    #[test]
+    fn gateways_are_required() {
+        let mut r = CniResult::default();
+        assert!(gateways(&r).unwrap_err().msg.contains("missing IP config"));
+        r.ips = vec![
+            ipc("10.0.0.5/24", Some("10.0.0.1")),
+            ipc("fd00::5/64", Some("fd00::1")),
+        ];
+        assert_eq!(gateways(&r).unwrap().len(), 2);
+        r.ips = vec![ipc("10.0.0.5/24", None)];
+        assert!(gateways(&r).unwrap_err().msg.contains("no gateway"));
+        r.ips = vec![ipc("10.0.0.5/24", Some("fd00::1"))];
+        assert!(gateways(&r).is_err());
+        r.ips = vec![ipc("10.0.0.5/24", Some("10.0.0.5"))];
+        assert!(gateways(&r).is_err());
+    }
+
+    #[test]
+    fn routes_replace_the_prefix_route() {
+        let pairs = vec![
+            ("10.0.0.5/24".parse().unwrap(), "10.0.0.1".parse().unwrap()),
+            ("fd00::5/64".parse().unwrap(), "fd00::1".parse().unwrap()),
+        ];
+        let r: Vec<(String, How)> = ptp_routes(&pairs, 7)
+            .into_iter()
+            .map(|(r, rep)| (r.to_string(), rep))
+            .collect();
+        assert_eq!(
+            r,
+            vec![
+                (
+                    "10.0.0.1/32 dev 7 src 10.0.0.5 scope 253".to_string(),
+                    How::Add
+                ),
+                (
+                    "10.0.0.0/24 via 10.0.0.1 dev 7 src 10.0.0.5".to_string(),
+                    How::ReplacePrefix
+                ),
+                (
+                    "fd00::1/128 dev 7 src fd00::5 scope 253".to_string(),
+                    How::Add
+                ),
+                (
+                    "fd00::/64 via fd00::1 dev 7 src fd00::5".to_string(),
+                    How::DeletePrefixThenAdd
+                ),
+            ]
+        );
+        assert_eq!(
+            host_net("10.0.0.5".parse().unwrap()).to_string(),
+            "10.0.0.5/32"
+        );
+        assert_eq!(
+            subnet(&"10.0.0.5/24".parse().unwrap()).to_string(),
+            "10.0.0.0/24"
+        );
+    }
+}

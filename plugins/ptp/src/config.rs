@@ -1,0 +1,128 @@
+//! The ptp network config: every key typed and range-checked before
+//! anything is touched.
+
+use cni_fw::masq::Backend;
+use cni_skel::{CmdArgs, CniError, Dns};
+use serde::Deserialize;
+
+/// Smallest MTU the kernel accepts on a veth (ETH_MIN_MTU).
+pub const MIN_MTU: i64 = 68;
+/// Largest MTU the kernel accepts on a veth (ETH_MAX_MTU).
+pub const MAX_MTU: i64 = 65535;
+/// IPv6 needs at least this MTU on a link.
+pub const MIN_MTU_V6: u32 = 1280;
+
+/// The keys ptp reads itself (the common ones come typed from the skel).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Raw {
+    #[serde(default)]
+    ip_masq: Option<bool>,
+    #[serde(default)]
+    ip_masq_backend: Option<String>,
+    #[serde(default)]
+    mtu: Option<i64>,
+}
+
+/// A validated ptp config.
+#[derive(Debug, Clone)]
+pub struct PtpConf {
+    /// Network name.
+    pub name: String,
+    /// Masquerade the container's addresses.
+    pub ip_masq: bool,
+    /// `ipMasqBackend`, `None` = automatic.
+    pub backend: Option<Backend>,
+    /// Veth MTU; `None` = kernel default.
+    pub mtu: Option<u32>,
+    /// `dns`, when any field is set.
+    pub dns: Option<Dns>,
+}
+
+/// Parses and validates the config on stdin.
+pub fn load(args: &CmdArgs) -> Result<PtpConf, CniError> {
+    load_bytes(&args.stdin, &args.conf)
+}
+
+fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf) -> Result<PtpConf, CniError> {
+    let raw: Raw = serde_json::from_slice(stdin)
+        .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
+    if common.ipam_type().is_none() {
+        return Err(CniError::invalid_config(
+            "ptp requires an IPAM plugin: \"ipam\" must be an object with a non-empty \"type\" (no plugin name provided)",
+        ));
+    }
+    let backend = Backend::parse(raw.ip_masq_backend.as_deref())?;
+    let mtu = match raw.mtu {
+        None | Some(0) => None,
+        Some(m) if (MIN_MTU..=MAX_MTU).contains(&m) => u32::try_from(m).ok(),
+        Some(m) => {
+            return Err(CniError::invalid_config(format!(
+                "invalid mtu {m}: must be 0 (kernel default) or between {MIN_MTU} and {MAX_MTU}"
+            )));
+        }
+    };
+    Ok(PtpConf {
+        name: common.name().to_string(),
+        ip_masq: raw.ip_masq.unwrap_or(false),
+        backend,
+        mtu,
+        dns: common.dns.clone().filter(|d| !d.is_empty()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_str(s: &str) -> Result<PtpConf, CniError> {
+        let common = cni_skel::conf::parse(s.as_bytes())?;
+        load_bytes(s.as_bytes(), &common)
+    }
+
+    const IPAM: &str = r#""ipam":{"type":"host-local","subnet":"10.0.0.0/24"}"#;
+
+    #[test]
+    fn defaults_and_values() {
+        let c = load_str(&format!(r#"{{"name":"n",{IPAM}}}"#)).unwrap();
+        assert!(!c.ip_masq && c.backend.is_none() && c.mtu.is_none() && c.dns.is_none());
+        let c = load_str(&format!(
+            r#"{{"name":"n",{IPAM},"ipMasq":true,"ipMasqBackend":"nftables","mtu":1400,"dns":{{"nameservers":["1.1.1.1"]}}}}"#
+        ))
+        .unwrap();
+        assert!(c.ip_masq);
+        assert_eq!(c.backend, Some(Backend::Nftables));
+        assert_eq!(c.mtu, Some(1400));
+        assert_eq!(c.dns.unwrap().nameservers, vec!["1.1.1.1"]);
+        let c = load_str(&format!(
+            r#"{{"name":"n",{IPAM},"mtu":0,"ipMasq":null,"dns":{{}}}}"#
+        ))
+        .unwrap();
+        assert!(c.mtu.is_none() && !c.ip_masq && c.dns.is_none());
+    }
+
+    #[test]
+    fn rejects_bad_keys() {
+        for (bad, want) in [
+            (r#""mtu":-1"#, "invalid mtu -1"),
+            (r#""mtu":67"#, "invalid mtu 67"),
+            (r#""mtu":65536"#, "invalid mtu 65536"),
+            (r#""mtu":"1500""#, "failed to load netconf"),
+            (r#""mtu":1500.5"#, "failed to load netconf"),
+            (r#""ipMasq":"yes""#, "failed to load netconf"),
+            (r#""ipMasqBackend":"pf""#, "unknown ipmasq backend"),
+            (r#""ipMasqBackend":1"#, "failed to load netconf"),
+        ] {
+            let e = load_str(&format!(r#"{{"name":"n",{IPAM},{bad}}}"#)).unwrap_err();
+            assert!(e.msg.contains(want), "{bad}: {e:?}");
+        }
+        for bad in [
+            r#"{"name":"n"}"#,
+            r#"{"name":"n","ipam":{}}"#,
+            r#"{"name":"n","ipam":{"type":""}}"#,
+        ] {
+            let e = load_str(bad).unwrap_err();
+            assert!(e.msg.contains("requires an IPAM plugin"), "{bad}: {e:?}");
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! DEL and GC: best effort, every step runs, errors are reported together.
+
+use crate::config;
+use cni_fw::masq::{self, Attachment};
+use cni_net::{NetNs, Netlink};
+use cni_skel::{CmdArgs, CmdResult, CniError, Command, Output, delegate};
+use serde::Deserialize;
+
+/// One error as it is; several joined into one message (the first one's code).
+fn report(mut errors: Vec<CniError>) -> CmdResult {
+    if errors.is_empty() {
+        return Ok(Output::Nothing);
+    }
+    let mut first = errors.remove(0);
+    for e in errors {
+        first.msg = format!("{}; {}", first.msg, e.msg);
+    }
+    Err(first)
+}
+
+/// DEL: IPAM first, then the container link, then the masquerade rules
+/// (which need no addresses, so they go even when the netns is gone).
+pub fn del(args: &CmdArgs) -> CmdResult {
+    let conf = config::load(args)?;
+    let mut errors = Vec::new();
+    if let Err(e) = delegate::ipam_run(Command::Del, args) {
+        errors.push(e);
+    }
+    if let Some(path) = args.netns.as_deref() {
+        match NetNs::open(path) {
+            Ok(ns) => {
+                let gone = Netlink::for_ns(&ns).and_then(|nl| nl.del_link_by_name(&args.ifname));
+                if let Err(e) = gone {
+                    errors.push(CniError::internal(format!(
+                        "failed to delete {:?} in {:?}: {e}",
+                        args.ifname,
+                        path.display()
+                    )));
+                }
+            }
+            // The container is gone, and with it the veth pair.
+            Err(e) if e.is_ns_not_found() => {}
+            Err(e) => errors.push(e.into()),
+        }
+    }
+    if conf.ip_masq {
+        let att = Attachment {
+            network: &conf.name,
+            ifname: &args.ifname,
+            container_id: &args.container_id,
+        };
+        if let Err(e) = masq::teardown(att) {
+            errors.push(e);
+        }
+    }
+    report(errors)
+}
+
+#[derive(Debug, Deserialize)]
+struct GcAttachment {
+    #[serde(rename = "containerID", default)]
+    container_id: String,
+    #[serde(default)]
+    ifname: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct GcConf {
+    #[serde(rename = "cni.dev/valid-attachments", default)]
+    valid: Option<Vec<GcAttachment>>,
+    /// libcni also sends the misspelt key (cni#1101).
+    #[serde(rename = "cni.dev/attachments", default)]
+    attachments: Option<Vec<GcAttachment>>,
+}
+
+/// The attachments to keep: both keys together; none given = none valid.
+fn valid_attachments(stdin: &[u8]) -> Result<Vec<(String, String)>, CniError> {
+    let c: GcConf = serde_json::from_slice(stdin)
+        .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
+    Ok(c.valid
+        .into_iter()
+        .chain(c.attachments)
+        .flatten()
+        .map(|a| (a.container_id, a.ifname))
+        .collect())
+}
+
+/// GC: forwarded to IPAM, then the masquerade rules of this network's
+/// attachments that are not valid any more are removed (both backends).
+pub fn gc(args: &CmdArgs) -> CmdResult {
+    let conf = config::load(args)?;
+    let valid = valid_attachments(&args.stdin)?;
+    let mut errors = Vec::new();
+    if let Err(e) = delegate::ipam_run(Command::Gc, args) {
+        errors.push(e);
+    }
+    if let Err(e) = masq::gc(&conf.name, &valid) {
+        errors.push(e);
+    }
+    report(errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attachments_from_both_keys() {
+        let v = valid_attachments(
+            br#"{"cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}],"cni.dev/attachments":[{"containerID":"b","ifname":"net1"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            vec![("a".into(), "eth0".into()), ("b".into(), "net1".into())]
+        );
+        assert!(valid_attachments(br#"{"name":"n"}"#).unwrap().is_empty());
+        assert!(
+            valid_attachments(br#"{"cni.dev/attachments":null}"#)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(valid_attachments(br#"{"cni.dev/attachments":{"a":1}}"#).is_err());
+    }
+
+    #[test]
+    fn errors_are_joined() {
+        assert_eq!(report(vec![]).unwrap(), Output::Nothing);
+        let e = report(vec![
+            CniError::new(11, "ipam busy", ""),
+            CniError::internal("link"),
+        ])
+        .unwrap_err();
+        assert_eq!((e.code, e.msg.as_str()), (11, "ipam busy; link"));
+    }
+}
