@@ -107,18 +107,10 @@ impl Table {
 }
 
 /// Quotes a comment the way `iptables-save` prints it, so that the rules we
-/// write read back byte for byte.
+/// write read back byte for byte: the same escaping as Go's `%q` gives the
+/// strings we quote.
 pub fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        if c == '"' || c == '\\' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('"');
-    out
+    crate::hash::go_quote(s)
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub mod iface;
 pub mod netns;
 pub mod nf_tables;
 mod nlmsg;
+pub mod rollback;
 pub mod route_get;
 pub mod rtnl;
 pub mod sysctl;

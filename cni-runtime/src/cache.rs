@@ -2,7 +2,6 @@
 //! holding a `cniCacheV1` record (cni:libcni/api.go `cachedInfo`), so that
 //! DEL, CHECK and GC can find an attachment's result and arguments.
 
-use crate::base64;
 use cni_skel::CniError;
 use cni_skel::error::code;
 use serde::{Deserialize, Serialize};
@@ -51,7 +50,8 @@ mod bytes_b64 {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::base64::encode(v))
+        use base64::Engine;
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(v))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
@@ -59,7 +59,10 @@ mod bytes_b64 {
         match Option::<String>::deserialize(d)? {
             None => Ok(Vec::new()),
             Some(s) => {
-                super::base64::decode(&s).ok_or_else(|| D::Error::custom("illegal base64 data"))
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .decode(s)
+                    .map_err(|_| D::Error::custom("illegal base64 data"))
             }
         }
     }

@@ -6,7 +6,6 @@ use cni_skel::CniError;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::Duration;
 
 /// The `CNI_*` variables of one invocation.
 #[derive(Debug, Clone, Default)]
@@ -60,30 +59,14 @@ fn status_text(status: ExitStatus) -> String {
 /// plugin's own error (its code preserved), else a code-0 error describing
 /// the exit, as libcni's `pluginErr`. Plugin stderr is passed on to ours.
 pub fn exec_plugin(plugin: &Path, stdin: &[u8], args: &InvokeArgs) -> Result<Vec<u8>, CniError> {
-    let mut attempt = 0;
-    loop {
-        match run_once(plugin, stdin, args) {
-            // ETXTBSY: the binary is still being written; libcni retries 5 times.
-            Err(e) if e.raw_os_error() == Some(26) && attempt < 5 => {
-                attempt += 1;
-                std::thread::sleep(Duration::from_secs(1));
-            }
-            Err(e) => {
-                return Err(CniError::internal(format!(
-                    "failed to exec {}: {e}",
-                    plugin.display()
-                )));
-            }
-            Ok(out) => {
-                if !out.stderr.is_empty() {
-                    let _ = std::io::stderr().lock().write_all(&out.stderr);
-                }
-                if out.status.success() {
-                    return Ok(out.stdout);
-                }
-                return Err(plugin_error(out.status, &out.stdout, &out.stderr));
-            }
-        }
+    let out = cni_skel::delegate::retry_busy(plugin, || run_once(plugin, stdin, args))?;
+    if !out.stderr.is_empty() {
+        let _ = std::io::stderr().lock().write_all(&out.stderr);
+    }
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(plugin_error(out.status, &out.stdout, &out.stderr))
     }
 }
 

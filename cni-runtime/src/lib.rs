@@ -30,7 +30,6 @@
 //!   CHECK and STATUS included;
 //! - cache files are replaced atomically.
 
-pub mod base64;
 pub mod cache;
 pub mod conf;
 pub mod exec;

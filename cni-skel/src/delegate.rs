@@ -29,15 +29,17 @@ pub fn find_plugin(name: &str, dirs: &[PathBuf]) -> Result<PathBuf, CniError> {
         })
 }
 
-/// Runs the delegate `name` with `command` and returns its stdout on success,
-/// or its own error (code preserved) on failure.
-pub fn exec(name: &str, command: Command, args: &CmdArgs) -> Result<Vec<u8>, CniError> {
-    let path = find_plugin(name, &args.path)?;
+/// Runs `spawn` again while it fails with "text file busy" (ETXTBSY: the
+/// binary is still being written), at most 5 retries 1 s apart, as libcni.
+pub fn retry_busy<T>(
+    path: &Path,
+    mut spawn: impl FnMut() -> std::io::Result<T>,
+) -> Result<T, CniError> {
+    const ETXTBSY: i32 = 26;
     let mut attempt = 0;
     loop {
-        match run_once(&path, command, &args.stdin) {
-            // "text file busy": the binary is still being written; libcni retries.
-            Err(e) if e.raw_os_error() == Some(26) && attempt < 5 => {
+        match spawn() {
+            Err(e) if e.raw_os_error() == Some(ETXTBSY) && attempt < 5 => {
                 attempt += 1;
                 std::thread::sleep(Duration::from_secs(1));
             }
@@ -47,9 +49,20 @@ pub fn exec(name: &str, command: Command, args: &CmdArgs) -> Result<Vec<u8>, Cni
                     path.display()
                 )));
             }
-            Ok(out) if out.status.success() => return Ok(out.stdout),
-            Ok(out) => return Err(delegate_error(&out)),
+            Ok(v) => return Ok(v),
         }
+    }
+}
+
+/// Runs the delegate `name` with `command` and returns its stdout on success,
+/// or its own error (code preserved) on failure.
+pub fn exec(name: &str, command: Command, args: &CmdArgs) -> Result<Vec<u8>, CniError> {
+    let path = find_plugin(name, &args.path)?;
+    let out = retry_busy(&path, || run_once(&path, command, &args.stdin))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(delegate_error(&out))
     }
 }
 
@@ -98,23 +111,8 @@ impl Running {
 /// the caller can work in parallel; finish with [`Running::wait`].
 pub fn start(name: &str, command: Command, args: &CmdArgs) -> Result<Running, CniError> {
     let path = find_plugin(name, &args.path)?;
-    let mut attempt = 0;
-    loop {
-        match start_once(&path, command, &args.stdin) {
-            // "text file busy": the binary is still being written; libcni retries.
-            Err(e) if e.raw_os_error() == Some(26) && attempt < 5 => {
-                attempt += 1;
-                std::thread::sleep(Duration::from_secs(1));
-            }
-            Err(e) => {
-                return Err(CniError::internal(format!(
-                    "failed to exec {}: {e}",
-                    path.display()
-                )));
-            }
-            Ok(child) => return Ok(Running { child, path }),
-        }
-    }
+    let child = retry_busy(&path, || start_once(&path, command, &args.stdin))?;
+    Ok(Running { child, path })
 }
 
 /// An IPAM ADD started by [`ipam_add_start`].

@@ -17,6 +17,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// Standard base64 (Go's `[]byte` in JSON), decoded; `None` if malformed.
+pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(s).ok()
+}
+
 /// True when running as root; root tests skip otherwise.
 pub fn is_root() -> bool {
     // The effective uid from /proc, to need no libc call.

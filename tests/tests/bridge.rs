@@ -10,22 +10,10 @@
 #![cfg(test)]
 
 use rcni_tests::host_local_util::DataDir;
-use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, is_root, unique};
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root, unique};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-fn skip_unless_root(test: &str) -> bool {
-    use std::io::Write;
-    if is_root() {
-        return false;
-    }
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "SKIP {test}: needs root (network namespaces)"
-    );
-    true
-}
 
 fn skip(test: &str, why: &str) {
     use std::io::Write;

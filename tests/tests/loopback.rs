@@ -7,23 +7,9 @@
 // allow-unwrap/expect/panic-in-tests).
 #![cfg(test)]
 
-use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, is_root};
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-
-/// Like the harness's `skip_unless_root`, but the line is written straight
-/// to stderr so it shows even when libtest captures test output.
-fn skip_unless_root(test: &str) -> bool {
-    use std::io::Write;
-    if is_root() {
-        return false;
-    }
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "SKIP {test}: needs root (network namespaces)"
-    );
-    true
-}
 
 const ALL_VERSIONS: [&str; 7] = [
     "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",

@@ -70,7 +70,7 @@ fn json_eq(text: &str, want: &str) {
 }
 
 fn b64decode(s: &str) -> Vec<u8> {
-    cni_runtime::base64::decode(s).unwrap_or_else(|| panic!("not base64: {s:?}"))
+    rcni_tests::base64_decode(s).unwrap_or_else(|| panic!("not base64: {s:?}"))
 }
 
 /// The Go test's `expectedCmdArgs`, checked field by field.

@@ -13,23 +13,11 @@
 #![cfg(test)]
 
 use rcni_tests::host_local_util::DataDir;
-use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, is_root, unique};
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root, unique};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-fn skip_unless_root(test: &str) -> bool {
-    use std::io::Write;
-    if is_root() {
-        return false;
-    }
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "SKIP {test}: needs root (network namespaces)"
-    );
-    true
-}
 
 /// A private "host" namespace: lo up, FORWARD accepting (only in there).
 fn host_ns() -> Netns {

@@ -102,7 +102,7 @@ impl Net {
 }
 
 fn decode_stdin(cmd_args: &Value) -> Value {
-    let bytes = cni_runtime::base64::decode(cmd_args["StdinData"].as_str().unwrap()).unwrap();
+    let bytes = rcni_tests::base64_decode(cmd_args["StdinData"].as_str().unwrap()).unwrap();
     serde_json::from_slice(&bytes).unwrap()
 }
 
@@ -176,7 +176,7 @@ fn add_chains_prev_results_and_caches_the_last() {
         cached.get("cniArgs").is_none() && cached.get("capabilityArgs").is_none(),
         "{cached}"
     );
-    let config = cni_runtime::base64::decode(cached["config"].as_str().unwrap()).unwrap();
+    let config = rcni_tests::base64_decode(cached["config"].as_str().unwrap()).unwrap();
     assert_eq!(config, net.list.bytes);
     let again = net
         .cni

@@ -7,10 +7,10 @@
 //! shared by every container and stay, as on DEL.)
 
 use crate::config::{self, Conf};
-use crate::rollback::Rollback;
 use cni_fw::masq::{self, Attachment};
 use cni_net::bridge_vlan::PortVlan;
 use cni_net::iface::{self, VethPair, VethSetup};
+use cni_net::rollback::Rollback;
 use cni_net::{BridgeOpts, IpFamily, Link, Mac, NetNs, Netlink, sysctl};
 use cni_skel::delegate;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Command, Interface, Route};

@@ -13,7 +13,6 @@ pub mod check;
 pub mod config;
 pub mod del;
 pub mod gc;
-pub mod rollback;
 
 use cni_skel::{CmdArgs, CmdResult, Plugin};
 

@@ -17,7 +17,8 @@
 //!
 //! Without a debug path it prints `{}` and says so on stderr.
 
-use crate::base64;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use cni_skel::error::code;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output};
 use serde::{Deserialize, Serialize};
@@ -97,7 +98,7 @@ impl Recorded {
             args: args.args.clone(),
             path: env("CNI_PATH"),
             netns_override: env("CNI_NETNS_OVERRIDE"),
-            stdin_data: Some(base64::encode(&args.stdin)),
+            stdin_data: Some(BASE64.encode(&args.stdin)),
         }
     }
 }
@@ -453,7 +454,7 @@ mod tests {
             report_result: "r".into(),
             command: "ADD".into(),
             cmd_args: Recorded {
-                stdin_data: Some(base64::encode(b"{}")),
+                stdin_data: Some(BASE64.encode(b"{}")),
                 ..Default::default()
             },
             ..Default::default()

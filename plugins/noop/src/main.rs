@@ -9,7 +9,6 @@
 //! plugin panics (no or unreadable debug file while discovering versions)
 //! this one answers with a CNI error (code 999) instead.
 
-mod base64;
 mod debug;
 
 use cni_skel::{CmdArgs, CmdResult, Plugin, version};

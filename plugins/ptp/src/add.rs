@@ -5,9 +5,9 @@
 //! IPAM reservation.
 
 use crate::config::{self, MIN_MTU_V6, PtpConf};
-use crate::rollback::Rollback;
 use cni_fw::masq::{self, Attachment, Backend};
 use cni_net::iface::{self, VethPair, VethSetup};
+use cni_net::rollback::Rollback;
 use cni_net::{AddrFlags, Link, NetNs, Netlink, Route, scope};
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Command, Interface, Output, delegate};
 use ipnetwork::IpNetwork;
@@ -197,17 +197,13 @@ fn create_links(args: &CmdArgs, conf: &PtpConf, ns: &NetNs) -> Result<Links, Cni
     })
 }
 
-fn ipam_del(args: &CmdArgs) {
-    if let Err(e) = delegate::ipam_run(Command::Del, args) {
-        log::warn!("rollback: IPAM DEL failed: {}", e.msg);
-    }
+fn ipam_del(args: &CmdArgs) -> Result<(), CniError> {
+    delegate::ipam_run(Command::Del, args)
 }
 
-fn del_veth(links: &Links) {
+fn del_veth(links: &Links) -> Result<(), CniError> {
     // Deleting one end removes the pair with its addresses and routes.
-    if let Err(e) = links.host_nl.del_link(&links.pair.host) {
-        log::warn!("rollback: deleting {} failed: {e}", links.pair.host.name);
-    }
+    Ok(links.host_nl.del_link(&links.pair.host)?)
 }
 
 pub fn add(args: &CmdArgs) -> CmdResult {
@@ -227,21 +223,25 @@ pub fn add(args: &CmdArgs) -> CmdResult {
     let (result, links) = match (ipam, links) {
         (Ok(r), Ok(l)) => (r, l),
         (Err(e), Ok(l)) => {
-            del_veth(&l);
+            if let Err(undo) = del_veth(&l) {
+                log::warn!("rollback: deleting {}: {}", l.pair.host.name, undo.msg);
+            }
             return Err(e);
         }
         (Ok(_), Err(e)) => {
-            ipam_del(args);
+            if let Err(undo) = ipam_del(args) {
+                log::warn!("rollback: IPAM DEL: {}", undo.msg);
+            }
             return Err(e);
         }
         (Err(e), Err(_)) => return Err(e),
     };
-    let mut rb = Rollback::new();
-    rb.push(|| ipam_del(args));
-    rb.push(|| del_veth(&links));
+    let mut rb = Rollback::default();
+    rb.push("IPAM DEL", || ipam_del(args));
+    rb.push("delete veth", || del_veth(&links));
     match configure(args, &conf, &ns, &links, result, &mut rb) {
         Ok(result) => {
-            rb.commit();
+            rb.disarm();
             Ok(Output::Result(result))
         }
         Err(e) => {
@@ -301,11 +301,7 @@ fn configure<'a>(
             container_id: &args.container_id,
         };
         let addrs: Vec<IpNetwork> = pairs.iter().map(|(a, _)| *a).collect();
-        rb.push(move || {
-            if let Err(e) = masq::teardown(att) {
-                log::warn!("rollback: masquerade teardown failed: {}", e.msg);
-            }
-        });
+        rb.push("masquerade teardown", move || masq::teardown(att));
         masq::setup(Backend::resolve(conf.backend), &addrs, att)?;
     }
 

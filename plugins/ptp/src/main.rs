@@ -5,7 +5,6 @@ mod add;
 mod check;
 mod config;
 mod del;
-mod rollback;
 
 use cni_skel::{CmdArgs, CmdResult, Plugin};
 use std::process::ExitCode;

@@ -1,4 +1,5 @@
-//! Undo actions of a half-done ADD, run in reverse order on failure.
+//! Undo actions of a half-done ADD, run in reverse order on failure, so a
+//! failed ADD leaves nothing behind (bridge and ptp).
 
 use cni_skel::CniError;
 
