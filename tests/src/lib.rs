@@ -145,6 +145,27 @@ impl Netns {
             .expect("ip -j output")
     }
 
+    /// Runs `f` on a thread that has entered the namespace and returns what
+    /// it returns (a panic in `f` is re-raised here). Processes the thread
+    /// starts begin life in the namespace, which is how a test runs plugins
+    /// through cni-runtime in its private "host" without changing the
+    /// namespace of the test itself. The thread ends with `f`.
+    pub fn run_in<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        std::thread::scope(|s| {
+            let thread = s.spawn(|| {
+                let file = std::fs::File::open(self.path())
+                    .unwrap_or_else(|e| panic!("open {}: {e}", self.path().display()));
+                nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .unwrap_or_else(|e| panic!("setns {}: {e}", self.name));
+                f()
+            });
+            match thread.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
     /// Reads a sysctl (`net/ipv4/ip_forward` style) inside the namespace.
     pub fn sysctl(&self, key: &str) -> String {
         self.exec_ok("cat", &[&format!("/proc/sys/{key}")])

@@ -1,26 +1,45 @@
 //! The portmap plugin with real traffic. Every test builds its own little
 //! world of network namespaces (named `pm…`): a private "host" in which the
-//! plugins run, containers attached to a bridge by the Go reference bridge +
-//! host-local (cniVersion 1.0.0, whose result becomes portmap's
-//! `prevResult`, as in a conflist), and a "client" namespace routed to the
-//! host over a veth. Servers and clients are `rcni-echo` (tests/src/bin).
+//! plugins run, containers, and a "client" namespace routed to the host
+//! over a veth. Servers and clients are `rcni-echo` (tests/src/bin).
+//!
+//! The behaviour tests drive a conflist through cni-runtime, as a runtime
+//! does: our bridge (with our host-local, data in the test's temp dir)
+//! followed by our portmap with `"capabilities": {"portMappings": true}`,
+//! the mappings given as capability arguments, the result cache in the
+//! test's temp dir. cni-runtime execs the plugins from a thread that has
+//! entered the "host" namespace ([`Netns::run_in`]), so they run there.
+//! The byte-for-byte comparison with the Go portmap instead chains both
+//! after the Go reference bridge + host-local, handing each the same
+//! `prevResult`.
 //!
 //! Subnets per test `n`: bridge 10.60.(2n).0/24 and fd60:n::/64, uplink
 //! 10.60.(2n+1).0/24 and fd60:n:1::/64.
 
 #![cfg(test)]
 
+use cni_runtime::{CniConfig, CniError, CniResult, GcAttachment, NetworkConfigList, RuntimeConf};
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, is_root};
-use serde_json::{Value, json};
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, bin_dir, go_bin, is_root};
+use serde_json::{Map, Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
+/// Root only: the conflist tests run our plugins.
 fn skip(test: &str) -> bool {
+    skip_if(test, false)
+}
+
+/// Root and the Go reference plugins.
+fn skip_go(test: &str) -> bool {
+    skip_if(test, true)
+}
+
+fn skip_if(test: &str, go: bool) -> bool {
     use std::io::Write;
     let why = if !is_root() {
         "needs root (network namespaces)"
-    } else if go_bin("bridge").is_none() || go_bin("portmap").is_none() {
+    } else if go && (go_bin("bridge").is_none() || go_bin("portmap").is_none()) {
         "needs the Go reference plugins in /usr/lib/cni"
     } else {
         return false;
@@ -116,7 +135,10 @@ struct Lab {
     n: u8,
     host: Netns,
     client: Netns,
+    /// host-local's dataDir (`ipam`) and the runtime's cache (`cache`).
     dir: TempDir,
+    /// The runtime: our plugins, the cache in `dir`.
+    cni: CniConfig,
     /// Containers made so far (kept alive until the lab drops).
     containers: Vec<Netns>,
 }
@@ -160,11 +182,18 @@ impl Lab {
                 client.name(),
             ],
         );
+        let dir = TempDir::new("pm");
+        // The conflists' plugins, all ours (fails with a hint when not built).
+        for plugin in ["bridge", "host-local", "portmap"] {
+            bin(plugin);
+        }
+        let cni = CniConfig::new(vec![bin_dir()]).with_cache_dir(dir.join("cache"));
         let lab = Lab {
             n,
             host,
             client,
-            dir: TempDir::new("pm"),
+            dir,
+            cni,
             containers: Vec::new(),
         };
         let h = &lab.host;
@@ -238,13 +267,35 @@ impl Lab {
         format!("fd60:{}::1", self.n)
     }
 
-    fn bridge_conf(&self, v6: bool) -> Value {
-        let mut ranges = vec![json!([{"subnet": format!("10.60.{}.0/24", 2 * self.n)}])];
+    /// The bridge plugin of a network: hairpin, gateway, no masquerade,
+    /// host-local over the whole bridge subnets (dual stack when `v6`) or,
+    /// with `part`, over a slice of them, so that several networks can
+    /// share the bridge without sharing addresses.
+    fn bridge_plugin(&self, v6: bool, part: Option<u8>) -> Value {
+        let range = |subnet: String, bounds: Option<(String, String)>| match bounds {
+            Some((start, end)) => {
+                json!([{"subnet": subnet, "rangeStart": start, "rangeEnd": end}])
+            }
+            None => json!([{"subnet": subnet}]),
+        };
+        let (b4, n) = (2 * self.n, self.n);
+        let mut ranges = vec![range(
+            format!("10.60.{b4}.0/24"),
+            part.map(|k| {
+                (
+                    format!("10.60.{b4}.{}", 100 * k + 2),
+                    format!("10.60.{b4}.{}", 100 * k + 99),
+                )
+            }),
+        )];
         if v6 {
-            ranges.push(json!([{"subnet": format!("fd60:{}::/64", self.n)}]));
+            ranges.push(range(
+                format!("fd60:{n}::/64"),
+                part.map(|k| (format!("fd60:{n}::{k}:2"), format!("fd60:{n}::{k}:ffff"))),
+            ));
         }
         json!({
-            "cniVersion": "1.0.0", "name": "pmnet", "type": "bridge", "bridge": "pmbr0",
+            "type": "bridge", "bridge": "pmbr0",
             "isGateway": true, "ipMasq": false,
             // With br_netfilter loaded, a DNATed frame returning to the
             // port it came from needs hairpin mode on that port.
@@ -254,9 +305,38 @@ impl Lab {
         })
     }
 
-    /// A new container attached to the bridge (dual stack unless `v4_only`);
-    /// returns its index in `containers` and the bridge's result.
-    fn container(&mut self, id: &str, v4_only: bool) -> (usize, Value) {
+    /// The Go reference bridge's config (a single plugin, cniVersion 1.0.0).
+    fn go_bridge_conf(&self, v6: bool) -> Value {
+        let mut conf = self.bridge_plugin(v6, None);
+        conf["cniVersion"] = json!("1.0.0");
+        conf["name"] = json!("pmnet");
+        conf
+    }
+
+    /// The conflist `name`: our bridge, then our portmap with the
+    /// `portMappings` capability and the options in `extra`.
+    fn conflist(&self, name: &str, extra: &Value, v6: bool, part: Option<u8>) -> NetworkConfigList {
+        let mut pm = json!({"type": "portmap", "capabilities": {"portMappings": true}});
+        for (k, v) in extra.as_object().expect("object") {
+            pm[k] = v.clone();
+        }
+        let list = json!({"cniVersion": "1.1.0", "name": name,
+                          "plugins": [self.bridge_plugin(v6, part), pm]});
+        NetworkConfigList::from_bytes(list.to_string().as_bytes()).expect("conflist")
+    }
+
+    /// A list of our portmap alone, for handing it an explicit `prevResult`.
+    fn portmap_only(&self, name: &str, extra: &Value) -> NetworkConfigList {
+        let mut pm = json!({"type": "portmap", "capabilities": {"portMappings": true}});
+        for (k, v) in extra.as_object().expect("object") {
+            pm[k] = v.clone();
+        }
+        let list = json!({"cniVersion": "1.1.0", "name": name, "plugins": [pm]});
+        NetworkConfigList::from_bytes(list.to_string().as_bytes()).expect("conflist")
+    }
+
+    /// A new, empty container namespace; returns its index in `containers`.
+    fn netns(&mut self) -> usize {
         let ns = Netns::new("pmk");
         ns.exec_ok("ip", &["link", "set", "lo", "up"]);
         sysctls(
@@ -266,14 +346,124 @@ impl Lab {
                 "net.ipv6.conf.default.accept_dad=0",
             ],
         );
-        let out = Invocation::new(go_bin("bridge").expect("go bridge"), "ADD")
-            .attach(id, &ns, "eth0")
-            .in_host(&self.host)
-            .config(&self.bridge_conf(!v4_only))
-            .run();
-        let result = out.ok();
         self.containers.push(ns);
-        (self.containers.len() - 1, result)
+        self.containers.len() - 1
+    }
+
+    /// A new container attached to the bridge by the Go reference bridge
+    /// (dual stack unless `v4_only`); returns its index and the result.
+    fn go_container(&mut self, id: &str, v4_only: bool) -> (usize, Value) {
+        let i = self.netns();
+        let out = Invocation::new(go_bin("bridge").expect("go bridge"), "ADD")
+            .attach(id, self.ns(i), "eth0")
+            .in_host(&self.host)
+            .config(&self.go_bridge_conf(!v4_only))
+            .run();
+        (i, out.ok())
+    }
+
+    /// What the runtime passes for container `i`: `maps` (unless null) as
+    /// the `portMappings` capability argument.
+    fn rt(&self, cid: &str, i: usize, maps: &Value) -> RuntimeConf {
+        let mut capability_args = Map::new();
+        if !maps.is_null() {
+            capability_args.insert("portMappings".into(), maps.clone());
+        }
+        RuntimeConf {
+            container_id: cid.into(),
+            netns: self.ns(i).path().display().to_string(),
+            ifname: "eth0".into(),
+            args: Vec::new(),
+            capability_args,
+        }
+    }
+
+    /// ADD of the list for container `i`, the plugins running in the host;
+    /// the chain's result as JSON.
+    fn add(
+        &self,
+        list: &NetworkConfigList,
+        cid: &str,
+        i: usize,
+        maps: &Value,
+    ) -> Result<Value, CniError> {
+        let rt = self.rt(cid, i, maps);
+        let result = self.host.run_in(|| self.cni.add_network_list(list, &rt))?;
+        let text = result.to_json(&list.cni_version)?;
+        Ok(serde_json::from_str(&text).expect("result JSON"))
+    }
+
+    /// CHECK of the list with the cached result.
+    fn check(
+        &self,
+        list: &NetworkConfigList,
+        cid: &str,
+        i: usize,
+        maps: &Value,
+    ) -> Result<(), CniError> {
+        let rt = self.rt(cid, i, maps);
+        self.host.run_in(|| self.cni.check_network_list(list, &rt))
+    }
+
+    /// CHECK of the list with an explicit `prevResult`.
+    fn check_with(
+        &self,
+        list: &NetworkConfigList,
+        cid: &str,
+        i: usize,
+        maps: &Value,
+        prev: &CniResult,
+    ) -> Result<(), CniError> {
+        let rt = self.rt(cid, i, maps);
+        self.host
+            .run_in(|| self.cni.check_network_list_with(list, &rt, Some(prev)))
+    }
+
+    /// DEL of the list with the cached result (if any).
+    fn del(
+        &self,
+        list: &NetworkConfigList,
+        cid: &str,
+        i: usize,
+        maps: &Value,
+    ) -> Result<(), CniError> {
+        let rt = self.rt(cid, i, maps);
+        self.host.run_in(|| self.cni.del_network_list(list, &rt))
+    }
+
+    /// DEL of the list with an explicit `prevResult`.
+    fn del_with(
+        &self,
+        list: &NetworkConfigList,
+        cid: &str,
+        i: usize,
+        maps: &Value,
+        prev: &CniResult,
+    ) -> Result<(), CniError> {
+        let rt = self.rt(cid, i, maps);
+        self.host
+            .run_in(|| self.cni.del_network_list_with(list, &rt, Some(prev)))
+    }
+
+    /// The cached result of an attachment (what DEL and CHECK hand on).
+    fn cached(&self, list: &NetworkConfigList, cid: &str, i: usize) -> CniResult {
+        self.cni
+            .get_network_list_cached_result(list, &self.rt(cid, i, &Value::Null))
+            .expect("read the cache")
+            .expect("a cached result")
+    }
+
+    /// GC of the list with the attachments (`eth0` of each ID) still valid.
+    fn gc(&self, list: &NetworkConfigList, valid: &[&str]) -> Result<(), CniError> {
+        let valid: Vec<GcAttachment> = valid
+            .iter()
+            .map(|cid| GcAttachment {
+                container_id: (*cid).into(),
+                ifname: "eth0".into(),
+            })
+            .collect();
+        self.host
+            .run_in(|| self.cni.gc_network_list(list, Some(&valid)))
     }
 
     fn ns(&self, i: usize) -> &Netns {
@@ -340,10 +530,6 @@ fn portmap(
         .run()
 }
 
-fn ours(cmd: &str, lab: &Lab, cid: &str, i: usize, conf: &Value) -> PluginOutput {
-    portmap(&bin("portmap"), cmd, lab, cid, i, conf)
-}
-
 fn chain_of(net: &str, cid: &str) -> String {
     cni_fw_chain(net, cid)
 }
@@ -365,7 +551,7 @@ fn cni_fw_chain(net: &str, cid: &str) -> String {
 /// for DEL, over several option sets.
 #[test]
 fn iptables_rules_match_the_reference() {
-    if skip("iptables_rules_match_the_reference") {
+    if skip_go("iptables_rules_match_the_reference") {
         return;
     }
     let mut maps = vec![
@@ -394,8 +580,8 @@ fn iptables_rules_match_the_reference() {
             for t in ["iptables", "ip6tables"] {
                 lab.host.exec_ok(t, &["-t", "nat", "-N", "KUBE-MARK-MASQ"]);
             }
-            let (a, ra) = lab.container("pm-ref-a", false);
-            let (b, rb) = lab.container("pm-ref-b", false);
+            let (a, ra) = lab.go_container("pm-ref-a", false);
+            let (b, rb) = lab.go_container("pm-ref-b", false);
             let ca = pm_conf("pmnet", extra.clone(), maps.clone(), Some(&ra));
             let cb = pm_conf(
                 "pmnet",
@@ -452,23 +638,21 @@ fn traffic_with(backend: &str, n: u8, br_netfilter: Option<bool>) {
             ],
         );
     }
-    let (a, ra) = lab.container("pm-a", false);
-    let (b, _rb) = lab.container("pm-b", false);
-    let _sa = Server::start(lab.ns(a), "A", &[80]);
-    let _sb = Server::start(lab.ns(b), "B", &[80]);
+    let extra = json!({"backend": backend});
+    let list = lab.conflist("pmnet", &extra, true, None);
+    let (a, b) = (lab.netns(), lab.netns());
     let maps = json!([
         {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
         {"hostPort": 8080, "containerPort": 80, "protocol": "udp"},
         {"hostPort": 8090, "containerPort": 80, "protocol": "tcp", "hostIP": lab.host_v4()},
         {"hostPort": 8091, "containerPort": 80, "protocol": "tcp", "hostIP": lab.host_v6()},
     ]);
-    let conf = pm_conf("pmnet", json!({"backend": backend}), maps, Some(&ra));
-    let added = ours("ADD", &lab, "pm-a", a, &conf).ok();
-    assert_eq!(added["ips"], ra["ips"], "ADD passes prevResult through");
-    assert_eq!(
-        added["interfaces"], ra["interfaces"],
-        "ADD passes prevResult through"
-    );
+    let added = lab.add(&list, "pm-a", a, &maps).expect("ADD pm-a");
+    // A second container on the bridge, with no mappings.
+    lab.add(&list, "pm-b", b, &Value::Null).expect("ADD pm-b");
+    let _sa = Server::start(lab.ns(a), "A", &[80]);
+    let _sb = Server::start(lab.ns(b), "B", &[80]);
+    assert_bridge_result(&lab, a, &added);
     assert_eq!(lab.host.sysctl("net/ipv4/conf/pmbr0/route_localnet"), "1");
 
     let (h4, h6) = (lab.host_v4(), lab.host_v6());
@@ -528,10 +712,11 @@ fn traffic_with(backend: &str, n: u8, br_netfilter: Option<bool>) {
     );
     expect_no_answer(&lab.client, "tcp", &h6, 8090, "a v4 hostIP mapping on v6");
 
-    ours("CHECK", &lab, "pm-a", a, &conf).ok();
+    lab.check(&list, "pm-a", a, &maps).expect("CHECK pm-a");
 
     // DEL: nothing left that mentions the container, traffic stops.
-    ours("DEL", &lab, "pm-a", a, &conf).ok();
+    let prev = lab.cached(&list, "pm-a", a);
+    lab.del(&list, "pm-a", a, &maps).expect("DEL pm-a");
     let chain = chain_of("pmnet", "pm-a");
     for text in [lab.save(false), lab.save(true), lab.nft()] {
         assert!(
@@ -540,13 +725,57 @@ fn traffic_with(backend: &str, n: u8, br_netfilter: Option<bool>) {
         );
     }
     expect_no_answer(&lab.client, "tcp", &h4, 8080, "after DEL");
-    let e = ours("CHECK", &lab, "pm-a", a, &conf).err();
-    assert_eq!(e["code"], 999, "{e}");
-    // DEL again (rules already gone) and DEL without prevResult succeed.
-    ours("DEL", &lab, "pm-a", a, &conf).ok();
-    let mut bare = conf.clone();
-    bare.as_object_mut().expect("obj").remove("prevResult");
-    ours("DEL", &lab, "pm-a", a, &bare).ok();
+    // CHECK after DEL: the runtime has no cached result any more; portmap,
+    // handed the result of ADD, misses its rules.
+    let e = lab
+        .check(&list, "pm-a", a, &maps)
+        .expect_err("CHECK after DEL");
+    assert_eq!(e.code, 3, "{e:?}");
+    let e = lab
+        .check_with(&lab.portmap_only("pmnet", &extra), "pm-a", a, &maps, &prev)
+        .expect_err("portmap CHECK after DEL");
+    assert_eq!(e.code, 999, "{e:?}");
+    // DEL again (rules already gone), with the result of ADD as prevResult
+    // and without any (nothing cached any more), succeeds.
+    lab.del_with(&list, "pm-a", a, &maps, &prev)
+        .expect("DEL again with prevResult");
+    lab.del(&list, "pm-a", a, &maps)
+        .expect("DEL again without prevResult");
+    lab.del(&list, "pm-b", b, &Value::Null).expect("DEL pm-b");
+}
+
+/// The chain's result is the bridge's, passed through by portmap: the
+/// bridge, the container's `eth0` in its namespace, and the addresses
+/// `eth0` really has.
+fn assert_bridge_result(lab: &Lab, i: usize, result: &Value) {
+    let ifaces = result["interfaces"].as_array().expect("interfaces");
+    assert!(
+        ifaces.iter().any(|x| x["name"] == "pmbr0"),
+        "no bridge in {result}"
+    );
+    let sandbox = lab.ns(i).path().display().to_string();
+    assert!(
+        ifaces
+            .iter()
+            .any(|x| x["name"] == "eth0" && x["sandbox"] == sandbox.as_str()),
+        "no container eth0 in {result}"
+    );
+    let mut have: Vec<String> = lab.ns(i).ip_json(&["addr", "show", "dev", "eth0"])[0]["addr_info"]
+        .as_array()
+        .expect("addr_info")
+        .iter()
+        .filter(|a| a["scope"] == "global")
+        .map(|a| format!("{}/{}", a["local"].as_str().expect("local"), a["prefixlen"]))
+        .collect();
+    let mut got: Vec<String> = result["ips"]
+        .as_array()
+        .expect("ips")
+        .iter()
+        .map(|ip| ip["address"].as_str().expect("address").to_string())
+        .collect();
+    have.sort();
+    got.sort();
+    assert_eq!(got, have, "ADD passes the bridge's result through");
 }
 
 #[test]
@@ -571,14 +800,10 @@ fn nftables_structure() {
         return;
     }
     let mut lab = Lab::new(4);
-    let (a, ra) = lab.container("pm-nft", false);
-    let conf = pm_conf(
-        "pmnet",
-        json!({"backend": "nftables"}),
-        json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]),
-        Some(&ra),
-    );
-    ours("ADD", &lab, "pm-nft", a, &conf).ok();
+    let list = lab.conflist("pmnet", &json!({"backend": "nftables"}), true, None);
+    let a = lab.netns();
+    let maps = json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]);
+    let ra = lab.add(&list, "pm-nft", a, &maps).expect("ADD pm-nft");
     let (v4, v6) = (address(&ra, false), address(&ra, true));
     for (fam, ip) in [("ip", &v4), ("ip6", &v6)] {
         let t = lab
@@ -628,7 +853,7 @@ fn nftables_structure() {
         .filter(|l| l.contains("comment \"pm-nft\""))
         .count();
     assert!(ours_commented >= 3, "{listing}");
-    ours("DEL", &lab, "pm-nft", a, &conf).ok();
+    lab.del(&list, "pm-nft", a, &maps).expect("DEL pm-nft");
     assert!(!lab.nft().contains("pm-nft"), "{}", lab.nft());
 }
 
@@ -640,16 +865,16 @@ fn check_single_family_and_tampering() {
         return;
     }
     let mut lab = Lab::new(5);
-    let (a, ra) = lab.container("pm-chk", true);
+    let a = lab.netns();
+    let maps = json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]);
     for backend in ["iptables", "nftables"] {
-        let conf = pm_conf(
-            "pmnet",
-            json!({"backend": backend}),
-            json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]),
-            Some(&ra),
+        let list = lab.conflist("pmnet", &json!({"backend": backend}), false, None);
+        let ra = lab.add(&list, "pm-chk", a, &maps).expect("ADD pm-chk");
+        assert!(
+            ra["ips"].as_array().expect("ips").len() == 1,
+            "IPv4 only: {ra}"
         );
-        ours("ADD", &lab, "pm-chk", a, &conf).ok();
-        ours("CHECK", &lab, "pm-chk", a, &conf).ok();
+        lab.check(&list, "pm-chk", a, &maps).expect("CHECK pm-chk");
         if backend == "iptables" {
             let chain = chain_of("pmnet", "pm-chk");
             lab.host
@@ -679,13 +904,15 @@ fn check_single_family_and_tampering() {
                 ],
             );
         }
-        let e = ours("CHECK", &lab, "pm-chk", a, &conf).err();
+        let e = lab
+            .check(&list, "pm-chk", a, &maps)
+            .expect_err("CHECK with a rule missing");
         assert!(
-            e["msg"].as_str().expect("msg").contains("not found")
-                || e["msg"].as_str().expect("msg").contains("missing"),
-            "{e}"
+            e.msg.starts_with("plugin type=\"portmap\" failed (check)")
+                && (e.msg.contains("not found") || e.msg.contains("missing")),
+            "{e:?}"
         );
-        ours("DEL", &lab, "pm-chk", a, &conf).ok();
+        lab.del(&list, "pm-chk", a, &maps).expect("DEL pm-chk");
     }
 }
 
@@ -694,41 +921,34 @@ fn check_single_family_and_tampering() {
 /// DEL + ADD on the same host port.
 fn udp_readd(backend: &str, n: u8) {
     let mut lab = Lab::new(n);
-    let (a, ra) = lab.container("pm-ua", false);
-    let (b, rb) = lab.container("pm-ub", false);
+    let list = lab.conflist("pmnet", &json!({"backend": backend}), true, None);
+    let (a, b, o) = (lab.netns(), lab.netns(), lab.netns());
     let _sa = Server::start(lab.ns(a), "A", &[81]);
     let _sb = Server::start(lab.ns(b), "B", &[81]);
     let udp = |p: u16| json!([{"hostPort": p, "containerPort": 81, "protocol": "udp"}]);
-    let extra = json!({"backend": backend});
     // Some other mapping first, so that conntrack and NAT are active.
-    let other = pm_conf(
-        "pmnet",
-        extra.clone(),
-        json!([{"hostPort": 7000, "containerPort": 81, "protocol": "tcp"}]),
-        Some(&rb),
-    );
-    ours("ADD", &lab, "pm-ub", b, &other).ok();
+    let other = json!([{"hostPort": 7000, "containerPort": 81, "protocol": "tcp"}]);
+    lab.add(&list, "pm-uo", o, &other).expect("ADD pm-uo");
     for addr in [lab.host_v4(), lab.host_v6()] {
         // Unmapped yet: the host answers nothing, but conntrack remembers the flow.
         assert!(ask_from(&lab.client, "udp", &addr, 9000, 40000, 300).is_err());
-        let ca = pm_conf("pmnet", extra.clone(), udp(9000), Some(&ra));
-        ours("ADD", &lab, "pm-ua", a, &ca).ok();
+        lab.add(&list, "pm-ua", a, &udp(9000)).expect("ADD pm-ua");
         assert_eq!(
             ask_from(&lab.client, "udp", &addr, 9000, 40000, 1000),
             Ok("A".into()),
             "{addr} after ADD"
         );
         // Same host port to another container: the same flow moves at once.
-        ours("DEL", &lab, "pm-ua", a, &ca).ok();
-        let cb = pm_conf("pmnet", extra.clone(), udp(9000), Some(&rb));
-        ours("ADD", &lab, "pm-ub2", b, &cb).ok();
+        lab.del(&list, "pm-ua", a, &udp(9000)).expect("DEL pm-ua");
+        lab.add(&list, "pm-ub", b, &udp(9000)).expect("ADD pm-ub");
         assert_eq!(
             ask_from(&lab.client, "udp", &addr, 9000, 40000, 1000),
             Ok("B".into()),
             "{addr} after re-ADD"
         );
-        ours("DEL", &lab, "pm-ub2", b, &cb).ok();
+        lab.del(&list, "pm-ub", b, &udp(9000)).expect("DEL pm-ub");
     }
+    lab.del(&list, "pm-uo", o, &other).expect("DEL pm-uo");
 }
 
 #[test]
@@ -755,9 +975,7 @@ fn gc_removes_only_stale_attachments() {
         return;
     }
     let mut lab = Lab::new(8);
-    let (a, ra) = lab.container("pm-gca", false);
-    let (b, rb) = lab.container("pm-gcb", false);
-    let (c, rc) = lab.container("pm-gcc", false);
+    let (a, b, c) = (lab.netns(), lab.netns(), lab.netns());
     let _sa = Server::start(lab.ns(a), "A", &[80]);
     let _sb = Server::start(lab.ns(b), "B", &[80]);
     let _sc = Server::start(lab.ns(c), "C", &[80]);
@@ -765,40 +983,24 @@ fn gc_removes_only_stale_attachments() {
     let h4 = lab.host_v4();
     for (backend, base) in [("iptables", 8000u16), ("nftables", 8100u16)] {
         let extra = json!({"backend": backend});
-        ours(
-            "ADD",
-            &lab,
-            "pm-gca",
-            a,
-            &pm_conf("gcnet", extra.clone(), map(base), Some(&ra)),
-        )
-        .ok();
-        ours(
-            "ADD",
-            &lab,
-            "pm-gcb",
-            b,
-            &pm_conf("gcnet", extra.clone(), map(base + 1), Some(&rb)),
-        )
-        .ok();
-        ours(
-            "ADD",
-            &lab,
-            "pm-gcc",
-            c,
-            &pm_conf("othernet", extra.clone(), map(base + 2), Some(&rc)),
-        )
-        .ok();
+        // Two networks on the one bridge, each with its own addresses.
+        let gcnet = lab.conflist("gcnet", &extra, true, Some(0));
+        let othernet = lab.conflist("othernet", &extra, true, Some(1));
+        lab.add(&gcnet, "pm-gca", a, &map(base))
+            .expect("ADD pm-gca");
+        lab.add(&gcnet, "pm-gcb", b, &map(base + 1))
+            .expect("ADD pm-gcb");
+        lab.add(&othernet, "pm-gcc", c, &map(base + 2))
+            .expect("ADD pm-gcc");
         for (p, want) in [(base, "A"), (base + 1, "B"), (base + 2, "C")] {
             expect_answer(&lab.client, "tcp", &h4, p, want, backend);
         }
-        let gc = json!({"cniVersion": "1.1.0", "name": "gcnet", "type": "portmap", "backend": backend,
-                        "cni.dev/valid-attachments": [{"containerID": "pm-gca", "ifname": "eth0"}]});
-        Invocation::new(bin("portmap"), "GC")
-            .in_host(&lab.host)
-            .config(&gc)
-            .run()
-            .ok();
+        // The runtime lost track of pm-gcb (its cache entry is gone, as
+        // after a crash): GC cannot DEL it, only the plugins' own GC with
+        // the valid attachments can remove what is left of it.
+        let stale = lab.dir.join("cache/results/gcnet-pm-gcb-eth0");
+        std::fs::remove_file(&stale).unwrap_or_else(|e| panic!("remove {}: {e}", stale.display()));
+        lab.gc(&gcnet, &["pm-gca"]).expect("GC gcnet");
         expect_answer(
             &lab.client,
             "tcp",
@@ -827,15 +1029,11 @@ fn gc_removes_only_stale_attachments() {
             !text.contains(&chain_of("gcnet", "pm-gcb")) && !text.contains("\"pm-gcb\""),
             "{text}"
         );
-        ours(
-            "CHECK",
-            &lab,
-            "pm-gca",
-            a,
-            &pm_conf("gcnet", extra.clone(), map(base), Some(&ra)),
-        )
-        .ok();
-        // The misspelt key of the spec works too; then nothing of gcnet is valid.
+        lab.check(&gcnet, "pm-gca", a, &map(base))
+            .expect("CHECK pm-gca after GC");
+        // The misspelt key of the spec works too; then nothing of gcnet is
+        // valid. No runtime sends it alone (cni-runtime sends both keys), so
+        // portmap gets it directly.
         let gc2 = json!({"cniVersion": "1.1.0", "name": "gcnet", "type": "portmap", "cni.dev/attachments": []});
         Invocation::new(bin("portmap"), "GC")
             .in_host(&lab.host)
@@ -857,14 +1055,14 @@ fn gc_removes_only_stale_attachments() {
             "C",
             "other network after second GC",
         );
-        ours(
-            "DEL",
-            &lab,
-            "pm-gcc",
-            c,
-            &pm_conf("othernet", extra.clone(), map(base + 2), Some(&rc)),
-        )
-        .ok();
+        // Whatever is left goes: pm-gca with its cached result, pm-gcb
+        // (uncached) without one.
+        lab.del(&gcnet, "pm-gca", a, &map(base))
+            .expect("DEL pm-gca");
+        lab.del(&gcnet, "pm-gcb", b, &map(base + 1))
+            .expect("DEL pm-gcb");
+        lab.del(&othernet, "pm-gcc", c, &map(base + 2))
+            .expect("DEL pm-gcc");
     }
 }
 
@@ -875,7 +1073,9 @@ fn invalid_input_and_protocol_rules() {
     if skip("invalid_input_and_protocol_rules") {
         return;
     }
-    let lab = Lab::new(9);
+    let mut lab = Lab::new(9);
+    // A container for the conflist case (below).
+    let c = lab.netns();
     let k = Netns::new("pmk");
     let prev = json!({"cniVersion": "1.0.0",
         "interfaces": [{"name": "eth0", "sandbox": k.path().display().to_string()}],
@@ -984,6 +1184,21 @@ fn invalid_input_and_protocol_rules() {
         &json!({"cniVersion": "1.0.0", "name": "pmbad", "type": "portmap"}),
     )
     .ok();
+    // Through the runtime, after the bridge: the chain fails with portmap's
+    // error, its code intact.
+    let list = lab.conflist("pmbad", &json!({}), true, None);
+    let bad =
+        json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp", "hostIP": "not-an-ip"}]);
+    let e = lab
+        .add(&list, "pm-bad", c, &bad)
+        .expect_err("ADD with a bad mapping");
+    assert_eq!(e.code, 7, "{e:?}");
+    assert!(
+        e.msg.starts_with(
+            "plugin type=\"portmap\" failed (add): failed to parse config: Invalid hostIP \"not-an-ip\""
+        ),
+        "{e:?}"
+    );
     // Nothing was written by any of it.
     assert!(!lab.save(false).contains("CNI-"), "{}", lab.save(false));
     assert!(!lab.save(true).contains("CNI-"), "{}", lab.save(true));
