@@ -1,0 +1,830 @@
+//! End to end with real runtimes: containerd (`ctr run --cni`) and Podman
+//! (`--network-backend cni`) run a locally built busybox image on a
+//! bridge + host-local + portmap network of our plugins; the host fetches a
+//! page from busybox httpd in the container, and after the container goes,
+//! the veth, the address reservation and the port rules are gone.
+//!
+//! Isolation: each runtime runs in a private "host" network namespace
+//! (`cte…` for containerd, `ctp…` for Podman) and a private mount namespace
+//! in which our plugin directory is bind-mounted over `/opt/cni/bin` and
+//! `/usr/lib/cni` (where ctr looks), our config directory over
+//! `/etc/cni/net.d`, and temporary directories over `/var/lib/cni` and the
+//! runtimes' state directories; the runtimes' own roots, states and sockets
+//! are in a temporary directory. So the real host's network, files and
+//! runtimes are untouched (mount points missing on the host are created
+//! for the test and removed after it); everything (containers, daemons,
+//! shims, mounts, directories) is removed on drop, also when a test fails.
+//!
+//! The tests print `SKIP …` and pass when not root, when `RCNI_E2E=1` is
+//! not set, when a runtime or busybox-static is not installed, or when the
+//! runtime cannot start here.
+
+#![cfg(test)]
+
+use rcni_tests::tempdir::TempDir;
+use rcni_tests::{Netns, bin};
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The page busybox httpd serves.
+const PAGE: &str = "hello from rcni e2e\n";
+
+fn skip(test: &str, why: &str) -> bool {
+    let _ = writeln!(std::io::stderr(), "SKIP {test}: {why}");
+    true
+}
+
+/// Whether `program` is on PATH.
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Common gate: root, RCNI_E2E=1, the tools, a static busybox.
+fn gated(test: &str, tools: &[&str]) -> bool {
+    if !rcni_tests::is_root() {
+        return skip(test, "needs root");
+    }
+    if std::env::var("RCNI_E2E").as_deref() != Ok("1") {
+        return skip(test, "end-to-end runtime tests run with RCNI_E2E=1");
+    }
+    for t in tools
+        .iter()
+        .chain(&["nsenter", "unshare", "tar", "sha256sum", "mount"])
+    {
+        if !have(t) {
+            return skip(test, &format!("{t} is not installed"));
+        }
+    }
+    let static_busybox = Command::new("ldd")
+        .arg("/bin/busybox")
+        .output()
+        .is_ok_and(|o| {
+            !o.status.success()
+                || o.stdout.is_empty()
+                || String::from_utf8_lossy(&o.stdout).contains("not a dynamic")
+        });
+    if !Path::new("/bin/busybox").is_file() || !static_busybox {
+        return skip(
+            test,
+            "needs busybox-static (/bin/busybox, statically linked)",
+        );
+    }
+    false
+}
+
+fn sh(cmd: &str) -> Output {
+    Command::new("sh").args(["-c", cmd]).output().expect("sh")
+}
+
+fn sh_ok(cmd: &str) -> String {
+    let out = sh(cmd);
+    assert!(
+        out.status.success(),
+        "{cmd} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn sha256(path: &Path) -> String {
+    sh_ok(&format!("sha256sum '{}' | cut -d' ' -f1", path.display()))
+}
+
+/// Builds an OCI image archive of a static busybox serving [`PAGE`] with
+/// httpd on port 80, named `docker.io/rcni/busybox:e2e`; returns its path.
+fn build_image(dir: &Path) -> PathBuf {
+    let img = dir.join("image");
+    let rootfs = dir.join("rootfs");
+    let blobs = img.join("blobs/sha256");
+    std::fs::create_dir_all(rootfs.join("bin")).unwrap();
+    std::fs::create_dir_all(rootfs.join("www")).unwrap();
+    std::fs::create_dir_all(&blobs).unwrap();
+    std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).unwrap();
+    for l in ["sh", "httpd", "sleep"] {
+        std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(l)).unwrap();
+    }
+    std::fs::write(rootfs.join("www/index.html"), PAGE).unwrap();
+    let layer = dir.join("layer.tar");
+    sh_ok(&format!(
+        "tar -C '{}' --owner=0 --group=0 --numeric-owner --sort=name -cf '{}' .",
+        rootfs.display(),
+        layer.display()
+    ));
+    let blob = |path: &Path| -> (String, u64) {
+        let digest = sha256(path);
+        std::fs::copy(path, blobs.join(&digest)).unwrap();
+        (digest, std::fs::metadata(path).unwrap().len())
+    };
+    let (layer_digest, layer_size) = blob(&layer);
+    let write = |name: &str, v: &Value| -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, v.to_string()).unwrap();
+        p
+    };
+    let config = write(
+        "config.json",
+        &json!({
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"Cmd": ["/bin/httpd", "-f", "-p", "80", "-h", "/www"], "WorkingDir": "/"},
+            "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{layer_digest}")]},
+        }),
+    );
+    let (config_digest, config_size) = blob(&config);
+    let manifest = write(
+        "manifest.json",
+        &json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": format!("sha256:{config_digest}"),
+                "size": config_size,
+            },
+            "layers": [{
+                "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                "digest": format!("sha256:{layer_digest}"),
+                "size": layer_size,
+            }],
+        }),
+    );
+    let (manifest_digest, manifest_size) = blob(&manifest);
+    std::fs::write(
+        img.join("index.json"),
+        json!({
+            "schemaVersion": 2,
+            "manifests": [{
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": format!("sha256:{manifest_digest}"),
+                "size": manifest_size,
+                "annotations": {
+                    "io.containerd.image.name": "docker.io/rcni/busybox:e2e",
+                    "org.opencontainers.image.ref.name": "docker.io/rcni/busybox:e2e",
+                },
+            }],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(img.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let tar = dir.join("image.tar");
+    sh_ok(&format!(
+        "tar -C '{}' --owner=0 --group=0 -cf '{}' oci-layout index.json blobs",
+        img.display(),
+        tar.display()
+    ));
+    tar
+}
+
+/// Our plugins, copied into `<dir>/bin`.
+fn plugin_dir(dir: &Path) -> PathBuf {
+    let b = dir.join("bin");
+    std::fs::create_dir_all(&b).unwrap();
+    for p in ["bridge", "host-local", "portmap", "loopback"] {
+        std::fs::copy(bin(p), b.join(p)).unwrap();
+    }
+    b
+}
+
+/// The bridge + host-local + portmap network `name` on `subnet`.
+fn conflist(name: &str, bridge: &str, subnet: &str, data_dir: &Path) -> Value {
+    json!({
+        "cniVersion": "1.0.0",
+        "name": name,
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": bridge,
+                "isGateway": true,
+                "ipMasq": true,
+                "ipam": {
+                    "type": "host-local",
+                    "dataDir": data_dir.display().to_string(),
+                    "ranges": [[{"subnet": subnet}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": true}},
+        ],
+    })
+}
+
+/// Mount points the runtimes need that may not exist on this host: created
+/// for the test and removed afterwards (only if they were created, and only
+/// while empty).
+struct MountPoints(Vec<PathBuf>);
+
+impl MountPoints {
+    fn ensure(paths: &[&str]) -> MountPoints {
+        let mut created = Vec::new();
+        for p in paths {
+            let mut missing = Vec::new();
+            let mut cur = Some(Path::new(p));
+            while let Some(c) = cur {
+                if c.exists() {
+                    break;
+                }
+                missing.push(c.to_path_buf());
+                cur = c.parent();
+            }
+            std::fs::create_dir_all(p).unwrap();
+            created.extend(missing);
+        }
+        MountPoints(created)
+    }
+}
+
+impl Drop for MountPoints {
+    fn drop(&mut self) {
+        // Deepest first.
+        for p in &self.0 {
+            let _ = std::fs::remove_dir(p);
+        }
+    }
+}
+
+/// A long-lived process inside the private "host" netns and a private
+/// mount namespace set up by `mounts` (shell commands); its pid is the
+/// handle other commands enter with nsenter. Killed on drop.
+struct Holder {
+    child: Child,
+}
+
+impl Holder {
+    /// Starts `exec_cmd` (which must exec, keeping the pid) after `mounts`.
+    fn start(host: &Netns, mounts: &[String], exec_cmd: &str, log: &Path) -> Holder {
+        let script = format!("set -e; {}; exec {exec_cmd}", mounts.join("; "));
+        let log = std::fs::File::create(log).unwrap();
+        let child = Command::new("nsenter")
+            .arg(format!("--net={}", host.path().display()))
+            .args(["unshare", "-m", "--propagation", "private", "sh", "-c"])
+            .arg(script)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawn holder");
+        Holder { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A command run inside the holder's network and mount namespaces.
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("nsenter");
+        c.args(["-t", &self.pid().to_string(), "-m", "-n", program]);
+        c
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let pid = Pid::from_raw(self.child.id() as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = kill(pid, Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// SIGKILLs every process whose command line mentions `needle` (a path of
+/// the test's temp dir): shims and conmons that outlive their daemon.
+fn kill_mentioning(needle: &str) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let me = std::process::id();
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(needle) {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Polls `f` until it returns `Some`, for up to `secs` seconds.
+fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// An HTTP GET of `/` from inside `ns`; the body on a 200.
+fn http_get(ns: &Netns, addr: &str) -> Option<String> {
+    let addr = addr.to_string();
+    ns.run_in(move || {
+        let sock: std::net::SocketAddr = addr.parse().ok()?;
+        let mut s = std::net::TcpStream::connect_timeout(&sock, Duration::from_secs(2)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+        s.write_all(format!("GET / HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .ok()?;
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).ok()?;
+        let (head, body) = resp.split_once("\r\n\r\n")?;
+        head.starts_with("HTTP/1.").then_some(())?;
+        head.contains(" 200 ").then(|| body.to_string())
+    })
+}
+
+/// Link names in a namespace.
+fn links(ns: &Netns) -> Vec<String> {
+    ns.ip_json(&["link", "show"])
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn veths(ns: &Netns) -> Vec<String> {
+    links(ns)
+        .into_iter()
+        .filter(|l| l.starts_with("veth"))
+        .collect()
+}
+
+/// Reserved addresses in a host-local network directory.
+fn reservations(dir: &Path) -> Vec<String> {
+    rcni_tests::host_local_util::reservations(dir)
+        .into_keys()
+        .collect()
+}
+
+fn nat(ns: &Netns) -> String {
+    String::from_utf8_lossy(&ns.exec("iptables-save", &["-t", "nat"]).stdout).into_owned()
+}
+
+/// containerd, private: own config, root, state and socket.
+struct Containerd {
+    holder: Holder,
+    sock: String,
+    ns: &'static str,
+}
+
+impl Containerd {
+    fn ctr(&self, args: &[&str]) -> Output {
+        self.holder
+            .command("ctr")
+            .args(["--address", &self.sock, "-n", self.ns])
+            .args(args)
+            .output()
+            .expect("ctr")
+    }
+
+    fn ctr_ok(&self, args: &[&str]) -> String {
+        let out = self.ctr(args);
+        assert!(
+            out.status.success(),
+            "ctr {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        // Tasks first (their shims exit with them), then the daemon.
+        let tasks = self.ctr(&["task", "ls", "-q"]);
+        for id in String::from_utf8_lossy(&tasks.stdout).split_whitespace() {
+            let _ = self.ctr(&["task", "kill", "-s", "KILL", id]);
+            let _ = wait_for(10, || {
+                self.ctr(&["task", "delete", id])
+                    .status
+                    .success()
+                    .then_some(())
+            });
+        }
+        let cs = self.ctr(&["container", "ls", "-q"]);
+        for id in String::from_utf8_lossy(&cs.stdout).split_whitespace() {
+            let _ = self.ctr(&["container", "delete", id]);
+        }
+        kill_mentioning(&self.sock);
+    }
+}
+
+#[test]
+fn containerd_ctr_run_cni() {
+    const T: &str = "containerd_ctr_run_cni";
+    if gated(
+        T,
+        &[
+            "containerd",
+            "ctr",
+            "containerd-shim-runc-v2",
+            "runc",
+            "iptables-save",
+        ],
+    ) {
+        return;
+    }
+    let host = Netns::new("cte");
+    host.exec_ok("ip", &["link", "set", "lo", "up"]);
+    let d = TempDir::new("e2e-ctrd");
+    let dir = d.path().to_path_buf();
+    let image = build_image(&dir);
+    let plugins = plugin_dir(&dir);
+    for sub in ["net.d", "cache", "data", "root", "state"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let net = "rcni-e2e";
+    let data = dir.join("data");
+    std::fs::write(
+        dir.join("net.d/10-rcni.conflist"),
+        conflist(net, "ctebr0", "10.70.60.0/24", &data).to_string(),
+    )
+    .unwrap();
+    let sock = d.file("containerd.sock");
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "version = 2\nroot = {:?}\nstate = {:?}\n\
+             disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
+             [grpc]\n  address = {sock:?}\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n\
+             [debug]\n  address = \"\"\n",
+            d.file("root"),
+            d.file("state"),
+        ),
+    )
+    .unwrap();
+    let p = plugins.display();
+    let mounts = vec![
+        format!("mount --bind '{p}' /opt/cni/bin"),
+        format!("mount --bind '{p}' /usr/lib/cni"),
+        format!("mount --bind '{}' /etc/cni/net.d", d.file("net.d")),
+        format!("mount --bind '{}' /var/lib/cni", d.file("cache")),
+    ];
+    let _mount_points = MountPoints::ensure(&[
+        "/opt/cni/bin",
+        "/usr/lib/cni",
+        "/etc/cni/net.d",
+        "/var/lib/cni",
+    ]);
+    let log = dir.join("containerd.log");
+    let mut holder = Holder::start(
+        &host,
+        &mounts,
+        &format!("containerd --config '{}'", d.file("config.toml")),
+        &log,
+    );
+    let up = wait_for(20, || {
+        (Path::new(&sock).exists() && holder.alive()).then_some(())
+    });
+    if up.is_none() {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        skip(
+            T,
+            &format!(
+                "containerd cannot start here: {}",
+                text.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+            ),
+        );
+        return;
+    }
+    let ctrd = Containerd {
+        holder,
+        sock: sock.clone(),
+        ns: "rcnie2e",
+    };
+    ctrd.ctr_ok(&[
+        "image",
+        "import",
+        "--snapshotter",
+        "native",
+        &image.display().to_string(),
+    ]);
+
+    // A foreground `ctr run --cni`: it sends DEL when its task ends.
+    let run_log = std::fs::File::create(dir.join("ctr-run.log")).unwrap();
+    let mut run = ctrd
+        .holder
+        .command("ctr")
+        .args(["--address", &sock, "-n", ctrd.ns])
+        .args([
+            "run",
+            "--cni",
+            "--rm",
+            "--snapshotter",
+            "native",
+            "docker.io/rcni/busybox:e2e",
+            "web",
+        ])
+        .stdin(Stdio::null())
+        .stdout(run_log.try_clone().unwrap())
+        .stderr(run_log)
+        .spawn()
+        .expect("ctr run");
+    struct KillOnDrop<'a>(&'a mut Child);
+    impl Drop for KillOnDrop<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let run = KillOnDrop(&mut run);
+
+    // The result in libcni's cache (go-cni uses the default /var/lib/cni).
+    let record = dir.join(format!("cache/results/{net}-rcnie2e-web-eth0"));
+    let cached: Value = wait_for(30, || {
+        let v: Value = serde_json::from_slice(&std::fs::read(&record).ok()?).ok()?;
+        v["result"]["ips"][0]["address"].as_str()?;
+        Some(v)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no CNI result cached; ctr run says: {}",
+            std::fs::read_to_string(dir.join("ctr-run.log")).unwrap_or_default()
+        )
+    });
+    let cidr = cached["result"]["ips"][0]["address"].as_str().unwrap();
+    assert!(cidr.starts_with("10.70.60."), "{cached}");
+    let ip = cidr.split('/').next().unwrap().to_string();
+    let res_dir = data.join(net);
+    assert_eq!(reservations(&res_dir), vec![ip.clone()]);
+    assert_eq!(
+        std::fs::read_to_string(res_dir.join(&ip)).unwrap(),
+        "rcnie2e-web\r\neth0"
+    );
+    assert_eq!(veths(&host).len(), 1, "{:?}", links(&host));
+
+    // The host fetches the page from httpd in the container.
+    let body = wait_for(20, || http_get(&host, &format!("{ip}:80")));
+    assert_eq!(body.as_deref(), Some(PAGE));
+
+    // Kill the task: ctr sends DEL, the veth and the address go.
+    ctrd.ctr_ok(&["task", "kill", "-s", "KILL", "web"]);
+    let exited = wait_for(30, || run.0.try_wait().ok().flatten());
+    assert!(exited.is_some(), "ctr run did not return after task kill");
+    drop(run);
+    assert!(
+        wait_for(10, || veths(&host).is_empty().then_some(())).is_some(),
+        "veth left: {:?}",
+        links(&host)
+    );
+    assert!(reservations(&res_dir).is_empty());
+    assert!(!record.exists(), "cache record left");
+    assert!(!nat(&host).contains(&ip), "rules left:\n{}", nat(&host));
+}
+
+/// This process's hard limit on processes, at most 4096: Podman's default
+/// ulimits must not raise it (no CAP_SYS_RESOURCE here).
+fn nproc_limit() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Max processes"))
+                .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
+        })
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(4096)
+        .min(4096)
+}
+
+/// Podman in the holder's namespaces, with private storage and config.
+struct Podman {
+    holder: Holder,
+    dir: PathBuf,
+}
+
+impl Podman {
+    fn podman(&self, args: &[&str]) -> Output {
+        let d = &self.dir;
+        self.holder
+            .command("podman")
+            .env("CONTAINERS_CONF", d.join("containers.conf"))
+            .env("CONTAINERS_STORAGE_CONF", d.join("storage.conf"))
+            .env("CONTAINERS_REGISTRIES_CONF", d.join("registries.conf"))
+            .args([
+                "--network-backend",
+                "cni",
+                "--cgroup-manager",
+                "cgroupfs",
+                "--events-backend",
+                "file",
+                "--storage-driver",
+                "vfs",
+            ])
+            .args(["--root", &d.join("storage").display().to_string()])
+            .args(["--runroot", &d.join("runroot").display().to_string()])
+            .args(["--tmpdir", &d.join("tmp").display().to_string()])
+            .args(["--cni-config-dir", &d.join("net.d").display().to_string()])
+            .args(args)
+            .output()
+            .expect("podman")
+    }
+
+    fn podman_ok(&self, args: &[&str]) -> String {
+        let out = self.podman(args);
+        assert!(
+            out.status.success(),
+            "podman {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Podman {
+    fn drop(&mut self) {
+        let _ = self.podman(&["rm", "-af", "-t", "0"]);
+        kill_mentioning(&self.dir.display().to_string());
+    }
+}
+
+#[test]
+fn podman_cni_backend_run_with_port() {
+    const T: &str = "podman_cni_backend_run_with_port";
+    if gated(T, &["podman", "conmon", "runc", "iptables-save"]) {
+        return;
+    }
+    let host = Netns::new("ctp");
+    host.exec_ok("ip", &["link", "set", "lo", "up"]);
+    let d = TempDir::new("e2e-podman");
+    let dir = d.path().to_path_buf();
+    let image = build_image(&dir);
+    let plugins = plugin_dir(&dir);
+    for sub in [
+        "net.d",
+        "cache",
+        "data",
+        "storage",
+        "runroot",
+        "tmp",
+        "run-libpod",
+        "run-containers",
+        "netns",
+        "var-lib-containers",
+    ] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let net = "rcni-e2e";
+    let data = dir.join("data");
+    std::fs::write(
+        dir.join("net.d/10-rcni.conflist"),
+        conflist(net, "ctpbr0", "10.70.61.0/24", &data).to_string(),
+    )
+    .unwrap();
+    let p = plugins.display();
+    std::fs::write(
+        dir.join("containers.conf"),
+        format!(
+            "[containers]\ndefault_ulimits = [\"nofile=1024:1024\", \"nproc={nproc}:{nproc}\"]\n\
+             [network]\nnetwork_backend = \"cni\"\ncni_plugin_dirs = [\"{p}\"]\n\
+             network_config_dir = \"{}\"\ndefault_network = \"{net}\"\n\
+             [engine]\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n\
+             events_logfile_path = \"{}\"\nruntime = \"runc\"\n",
+            d.file("net.d"),
+            d.file("events.log"),
+            nproc = nproc_limit(),
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("storage.conf"),
+        format!(
+            "[storage]\ndriver = \"vfs\"\ngraphroot = \"{}\"\nrunroot = \"{}\"\n",
+            d.file("storage"),
+            d.file("runroot"),
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("registries.conf"),
+        "unqualified-search-registries = []\n",
+    )
+    .unwrap();
+    let mounts = vec![
+        format!("mount --bind '{p}' /opt/cni/bin"),
+        format!("mount --bind '{p}' /usr/lib/cni"),
+        format!("mount --bind '{}' /etc/cni/net.d", d.file("net.d")),
+        format!("mount --bind '{}' /var/lib/cni", d.file("cache")),
+        format!("mount --bind '{}' /run/libpod", d.file("run-libpod")),
+        format!(
+            "mount --bind '{}' /run/containers",
+            d.file("run-containers")
+        ),
+        format!("mount --bind '{}' /run/netns", d.file("netns")),
+        format!(
+            "mount --bind '{}' /var/lib/containers",
+            d.file("var-lib-containers")
+        ),
+    ];
+    let _mount_points = MountPoints::ensure(&[
+        "/opt/cni/bin",
+        "/usr/lib/cni",
+        "/etc/cni/net.d",
+        "/var/lib/cni",
+        "/run/libpod",
+        "/run/containers",
+        "/run/netns",
+        "/var/lib/containers",
+    ]);
+    let log = dir.join("holder.log");
+    let mut holder = Holder::start(&host, &mounts, "sleep 100000", &log);
+    if wait_for(5, || {
+        let mi = std::fs::read_to_string(format!("/proc/{}/mountinfo", holder.pid())).ok()?;
+        mi.contains(" /run/netns ").then_some(())
+    })
+    .is_none()
+        || !holder.alive()
+    {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        skip(T, &format!("cannot set up the private namespaces: {text}"));
+        return;
+    }
+    let pm = Podman {
+        holder,
+        dir: dir.clone(),
+    };
+    let info = pm.podman(&["info", "--format", "json"]);
+    if !info.status.success() {
+        skip(
+            T,
+            &format!(
+                "podman cannot start here: {}",
+                String::from_utf8_lossy(&info.stderr).trim()
+            ),
+        );
+        return;
+    }
+    pm.podman_ok(&["load", "-i", &image.display().to_string()]);
+    let hport = "18090";
+    let id = pm
+        .podman_ok(&[
+            "run",
+            "-d",
+            "--name",
+            "rcni-web",
+            "--network",
+            net,
+            "-p",
+            &format!("{hport}:80"),
+            "docker.io/rcni/busybox:e2e",
+        ])
+        .trim()
+        .to_string();
+    let inspect: Value = serde_json::from_str(&pm.podman_ok(&["inspect", &id])).unwrap();
+    let ip = inspect[0]["NetworkSettings"]["Networks"][net]["IPAddress"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no address in {inspect}"))
+        .to_string();
+    assert!(ip.starts_with("10.70.61."), "{ip}");
+    let res_dir = data.join(net);
+    assert_eq!(reservations(&res_dir), vec![ip.clone()]);
+    assert_eq!(veths(&host).len(), 1, "{:?}", links(&host));
+    assert!(nat(&host).contains(&format!("--to-destination {ip}:80")));
+
+    let body = wait_for(20, || http_get(&host, &format!("{ip}:80")));
+    assert_eq!(body.as_deref(), Some(PAGE), "container address");
+    let body = wait_for(20, || http_get(&host, &format!("127.0.0.1:{hport}")));
+    assert_eq!(body.as_deref(), Some(PAGE), "127.0.0.1:{hport}");
+
+    pm.podman_ok(&["rm", "-f", "-t", "0", &id]);
+    assert!(
+        wait_for(10, || veths(&host).is_empty().then_some(())).is_some(),
+        "veth left: {:?}",
+        links(&host)
+    );
+    assert!(reservations(&res_dir).is_empty());
+    let rules = nat(&host);
+    assert!(!rules.contains(&ip), "rules left:\n{rules}");
+    assert!(!rules.contains(hport), "rules left:\n{rules}");
+}
