@@ -95,7 +95,10 @@ pub fn run(plugin: &dyn Plugin) -> ExitCode {
 pub fn run_with_stdin(plugin: &dyn Plugin, stdin: Box<dyn Read>) -> ExitCode {
     logger::init();
     install_panic_hook();
-    let outcome = dispatch(plugin, &|k| std::env::var(k).ok(), stdin);
+    let outcome = match not_unicode(&|k| std::env::var_os(k)) {
+        Some(e) => fail(e, version::CURRENT),
+        None => dispatch(plugin, &|k| std::env::var(k).ok(), stdin),
+    };
     // Nobody may be reading; a broken pipe is not worth a panic.
     let _ = std::io::stderr()
         .lock()
@@ -125,6 +128,25 @@ fn install_panic_hook() {
             .write_all(e.to_json(version::CURRENT).as_bytes());
         std::process::exit(1);
     }));
+}
+
+/// An error naming the `CNI_*` variables whose values are not UTF-8. Read
+/// as "unset", a non-UTF-8 `CNI_COMMAND` would print the about text and
+/// succeed, and a non-UTF-8 `CNI_ARGS` would be ignored.
+pub fn not_unicode(getenv: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<CniError> {
+    let bad: Vec<&str> = env::VARS
+        .iter()
+        .copied()
+        .chain(["CNI_NETNS_OVERRIDE"])
+        .filter(|k| getenv(k).is_some_and(|v| v.to_str().is_none()))
+        .collect();
+    (!bad.is_empty()).then(|| {
+        CniError::new(
+            code::INVALID_ENV,
+            format!("env variables [{}] are not valid UTF-8", bad.join(",")),
+            "",
+        )
+    })
 }
 
 fn fail(e: CniError, version: &str) -> Outcome {

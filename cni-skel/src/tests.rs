@@ -195,3 +195,55 @@ fn errors_carry_the_config_version() {
     let e = err_of(&run_env(&full("CHECK"), CONF));
     assert_eq!(e["cniVersion"], "1.0.0");
 }
+
+#[test]
+fn non_utf8_variables_are_errors() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    let env = |k: &str| match k {
+        "CNI_COMMAND" => Some(OsString::from_vec(b"AD\xffD".to_vec())),
+        "CNI_ARGS" => Some(OsString::from_vec(b"IP=\xff".to_vec())),
+        "CNI_PATH" => Some(OsString::from("/opt/cni/bin")),
+        _ => None,
+    };
+    let e = not_unicode(&env).unwrap();
+    assert_eq!(e.code, 4);
+    assert_eq!(
+        e.msg,
+        "env variables [CNI_COMMAND,CNI_ARGS] are not valid UTF-8"
+    );
+    assert!(not_unicode(&|k| (k == "CNI_COMMAND").then(|| OsString::from("ADD"))).is_none());
+}
+
+#[test]
+fn structs_in_results_must_be_objects() {
+    for (prev, version) in [
+        (r#"{"cniVersion":"1.0.0","dns":[]}"#, "1.0.0"),
+        (r#"{"cniVersion":"1.0.0","ips":[["10.0.0.2/24"]]}"#, "1.0.0"),
+        (r#"{"cniVersion":"1.0.0","interfaces":[["eth0"]]}"#, "1.0.0"),
+        (
+            r#"{"cniVersion":"1.0.0","routes":[["0.0.0.0/0"]]}"#,
+            "1.0.0",
+        ),
+        (r#"{"cniVersion":"0.4.0","dns":["1.1.1.1"]}"#, "0.4.0"),
+        (r#"{"cniVersion":"0.2.0","ip4":["10.0.0.2/24"]}"#, "0.2.0"),
+        (
+            r#"{"cniVersion":"0.2.0","ip4":{"ip":"10.0.0.2/24","routes":[["0.0.0.0/0"]]}}"#,
+            "0.2.0",
+        ),
+        (r#"[]"#, "1.0.0"),
+    ] {
+        let v: serde_json::Value = serde_json::from_str(prev).unwrap();
+        let e = CniResult::parse_prev(&v, version).unwrap_err();
+        assert_eq!(e.code, 6, "{prev}: {e:?}");
+        assert!(
+            CniResult::parse(prev.as_bytes(), version).is_err(),
+            "{prev}"
+        );
+    }
+    let ok: serde_json::Value = serde_json::from_str(
+        r#"{"cniVersion":"1.0.0","dns":null,"ips":[{"address":"10.0.0.2/24"}]}"#,
+    )
+    .unwrap();
+    assert!(CniResult::parse_prev(&ok, "1.0.0").is_ok());
+}

@@ -368,13 +368,16 @@ pub fn add(args: &CmdArgs) -> CmdResult {
 
 /// The host handle, the bridge, the netns and its handle.
 fn prepare(args: &CmdArgs, conf: &Conf) -> Result<(Netlink, Link, NetNs, Netlink), CniError> {
-    let host = Netlink::host()?;
-    let br = setup_bridge(&host, conf)?;
+    // The netns first, entered (setns refuses other namespace types): an
+    // ADD whose CNI_NETNS is not a network namespace must not create the
+    // bridge.
     let netns = args.netns.as_deref().unwrap_or(std::path::Path::new(""));
     let ns = NetNs::open(netns).map_err(|e| {
         CniError::internal(format!("failed to open netns {:?}: {e}", netns.display()))
     })?;
     let ns_nl = Netlink::for_ns(&ns)?;
+    let host = Netlink::host()?;
+    let br = setup_bridge(&host, conf)?;
     Ok((host, br, ns, ns_nl))
 }
 

@@ -1,0 +1,281 @@
+//! Shared by the hardening tests (hostile, kill9, concurrency, soak): plugin
+//! runs with raw bytes in the environment and on stdin, snapshots of a
+//! private host namespace's links, addresses and rules, and summary lines.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use rcni_tests::Netns;
+use serde_json::Value;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Writes one line straight to stderr (libtest captures `eprintln!`).
+pub fn say(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// An environment variable from raw bytes.
+pub fn os(s: impl Into<Vec<u8>>) -> OsString {
+    OsString::from_vec(s.into())
+}
+
+/// What a plugin run printed and how it ended.
+#[derive(Debug, Clone)]
+pub struct Out {
+    /// Exit status; -1 when killed by a signal.
+    pub code: i32,
+    /// Signal that ended it, if any.
+    pub signal: Option<i32>,
+    /// stdout, lossily decoded.
+    pub stdout: String,
+    /// stderr, lossily decoded.
+    pub stderr: String,
+}
+
+impl Out {
+    /// Why this is not a clean CNI error: exit 1, `{code, msg}` on stdout,
+    /// no panic of any kind.
+    pub fn not_clean_error(&self) -> Option<String> {
+        if let Some(p) = self.panic() {
+            return Some(p);
+        }
+        if self.code != 1 {
+            return Some(format!("exit {} (want 1)", self.code));
+        }
+        self.error_json_problem()
+    }
+
+    /// A panic, a signal or the skel's panic-hook message.
+    pub fn panic(&self) -> Option<String> {
+        if let Some(s) = self.signal {
+            return Some(format!("killed by signal {s}"));
+        }
+        if self.stderr.contains("panicked") {
+            return Some(format!("panicked: {}", self.stderr.trim()));
+        }
+        if self.stdout.contains("internal error: ") {
+            return Some(format!("panic hook answered: {}", self.stdout.trim()));
+        }
+        None
+    }
+
+    /// Whether stdout is a CNI error object.
+    pub fn error_json_problem(&self) -> Option<String> {
+        match serde_json::from_str::<Value>(&self.stdout) {
+            Ok(v) if v["code"].is_u64() && v["msg"].is_string() => None,
+            Ok(v) => Some(format!("not a CNI error: {v}")),
+            Err(e) => Some(format!("stdout is not JSON ({e}): {:?}", self.stdout)),
+        }
+    }
+}
+
+/// Runs `plugin` in `host` (`ip netns exec`, as a runtime on that host
+/// would) with exactly `env` (plus PATH) and `stdin`.
+pub fn run_plugin(host: &Netns, plugin: &Path, env: &[(OsString, OsString)], stdin: &[u8]) -> Out {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", host.name()]).arg(plugin);
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn ip netns exec");
+    let mut pipe = child.stdin.take().expect("stdin");
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("wait");
+    let _ = writer.join();
+    use std::os::unix::process::ExitStatusExt;
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        signal: out.status.signal(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The usual `CNI_*` environment.
+pub fn cni_env(command: &str, cid: &str, netns: &str, ifname: &str) -> Vec<(OsString, OsString)> {
+    vec![
+        ("CNI_COMMAND".into(), command.into()),
+        ("CNI_CONTAINERID".into(), cid.into()),
+        ("CNI_NETNS".into(), netns.into()),
+        ("CNI_IFNAME".into(), ifname.into()),
+        ("CNI_PATH".into(), rcni_tests::bin_dir().into_os_string()),
+    ]
+}
+
+/// Replaces (or adds) one variable.
+pub fn set_env(env: &mut Vec<(OsString, OsString)>, key: &str, value: OsString) {
+    env.retain(|(k, _)| k != key);
+    env.push((key.into(), value));
+}
+
+/// Removes one variable.
+pub fn unset_env(env: &mut Vec<(OsString, OsString)>, key: &str) {
+    env.retain(|(k, _)| k != key);
+}
+
+/// The state of a namespace that a plugin may change, normalised so that
+/// only real changes show: links (name, master, admin state, MTU, MAC),
+/// addresses (but kernel-made IPv6 link-local ones), iptables and
+/// ip6tables rules and chains (no counters), and the nft ruleset.
+pub fn snapshot(ns: &Netns) -> Vec<String> {
+    let script = "ip -j addr show; echo '@@ipt'; iptables-save 2>/dev/null; \
+                  echo '@@ip6t'; ip6tables-save 2>/dev/null; echo '@@nft'; \
+                  nft list ruleset 2>/dev/null";
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns.name(), "sh", "-c", script])
+        .output()
+        .expect("snapshot");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = Vec::new();
+    let (addr_json, rest) = text.split_once("@@ipt").unwrap_or((&text, ""));
+    let links: Value = serde_json::from_str(addr_json.trim()).unwrap_or(Value::Null);
+    for l in links.as_array().into_iter().flatten() {
+        let flags: Vec<&str> = l["flags"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|f| !matches!(*f, "LOWER_UP" | "NO-CARRIER" | "M-DOWN"))
+            .collect();
+        lines.push(format!(
+            "link {} master={} mtu={} mac={} flags={}",
+            l["ifname"].as_str().unwrap_or("?"),
+            l["master"].as_str().unwrap_or("-"),
+            l["mtu"],
+            l["address"].as_str().unwrap_or("-"),
+            flags.join(",")
+        ));
+        for a in l["addr_info"].as_array().into_iter().flatten() {
+            let local = a["local"].as_str().unwrap_or("?");
+            if local.starts_with("fe80:") {
+                continue;
+            }
+            lines.push(format!(
+                "addr {} {local}/{}",
+                l["ifname"].as_str().unwrap_or("?"),
+                a["prefixlen"]
+            ));
+        }
+    }
+    for line in rest.lines() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        // Chain policy counters ([0:0]) and nft counters.
+        let mut words: Vec<&str> = Vec::new();
+        let mut skip = 0;
+        for w in t.split_whitespace() {
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            if w == "packets" || w == "bytes" {
+                skip = 1;
+                continue;
+            }
+            if w.starts_with('[') && w.ends_with(']') && w.contains(':') {
+                continue;
+            }
+            words.push(w);
+        }
+        lines.push(format!("rule {}", words.join(" ")));
+    }
+    lines.sort();
+    lines
+}
+
+/// The lines only in `before` (-) or only in `after` (+).
+pub fn diff(before: &[String], after: &[String]) -> Vec<String> {
+    let mut d: Vec<String> = before
+        .iter()
+        .filter(|l| !after.contains(l))
+        .map(|l| format!("-{l}"))
+        .collect();
+    d.extend(
+        after
+            .iter()
+            .filter(|l| !before.contains(l))
+            .map(|l| format!("+{l}")),
+    );
+    d
+}
+
+/// Link names in a namespace.
+pub fn link_names(ns: &Netns) -> Vec<String> {
+    let v = ns.ip_json(&["link", "show"]);
+    let mut names: Vec<String> = v
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Every file under `dir` (recursively), as paths relative to it.
+pub fn files_under(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(base).unwrap_or(&p).display().to_string());
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(base, &p, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// A copy of `conf` with `value` at `path` (objects created on the way;
+/// a number in the path indexes an array, grown with objects as needed).
+pub fn set_at<S: AsRef<str>>(conf: &Value, path: &[S], value: Value) -> Value {
+    let mut c = conf.clone();
+    let mut cur = &mut c;
+    for (i, key) in path.iter().enumerate() {
+        let key = key.as_ref();
+        let last = i + 1 == path.len();
+        if let Ok(n) = key.parse::<usize>()
+            && cur.is_array()
+        {
+            let arr = cur.as_array_mut().unwrap();
+            while arr.len() <= n {
+                arr.push(Value::Object(Default::default()));
+            }
+            if last {
+                arr[n] = value;
+                return c;
+            }
+            cur = &mut arr[n];
+            continue;
+        }
+        if !cur.is_object() {
+            *cur = Value::Object(Default::default());
+        }
+        let m = cur.as_object_mut().unwrap();
+        if last {
+            m.insert(key.to_string(), value);
+            return c;
+        }
+        cur = m
+            .entry(key.to_string())
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+    c
+}

@@ -1,0 +1,407 @@
+//! ADD killed with SIGKILL at random moments, for host-local, bridge, ptp
+//! and portmap: afterwards DEL of the attachment must leave no veth, no
+//! reservation and no rule (compared with the private host namespace before
+//! the ADD, tags `kx…`, subnets 10.80.1x.0/24), no reservation file may be
+//! empty or torn at any point we look, and the next ADD must work.
+//!
+//! 20 kills per plugin by default; `RCNI_KILL_RUNS=100` for the full run.
+//! Half the runs DEL at once, racing the killed plugin's orphaned children
+//! (IPAM, iptables-restore, nft); the others wait for them to finish.
+//! Prints `kill9: <plugin> <runs> runs, <k> killed mid-ADD, <l> leaks, ...`.
+
+#![cfg(test)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{cni_env, diff, link_names, say, set_env, snapshot};
+use rcni_tests::tempdir::TempDir;
+use rcni_tests::{Netns, bin, skip_unless_root, unique};
+use serde_json::{Value, json};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// xorshift64*: reproducible with the seed printed in the summary.
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> Rng {
+        let seed = std::env::var("RCNI_KILL_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+                    ^ u64::from(std::process::id())
+            });
+        Rng(seed | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn runs() -> usize {
+    std::env::var("RCNI_KILL_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20)
+}
+
+type Env = Vec<(OsString, OsString)>;
+
+/// Starts `plugin` in `host`; `ip netns exec` execs it, so the pid is the plugin's.
+fn start(host: &Netns, plugin: &Path, env: &Env, stdin: &[u8]) -> std::process::Child {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", host.name()])
+        .arg(plugin)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut pipe = child.stdin.take().unwrap();
+    let _ = pipe.write_all(stdin);
+    drop(pipe);
+    child
+}
+
+/// Waits (polling, up to 2 s) until `ip netns exec` has exec'd `plugin`;
+/// false when the process ended first.
+fn wait_exec(child: &std::process::Child, plugin: &str) -> bool {
+    let exe = format!("/proc/{}/exe", child.id());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        match std::fs::read_link(&exe) {
+            Ok(p) if p.file_name().is_some_and(|f| f == plugin) => return true,
+            Ok(_) => std::thread::sleep(Duration::from_micros(20)),
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// Pids of processes whose environment holds `CNI_CONTAINERID=<cid>`: the
+/// plugin and what it started (IPAM, iptables-restore, nft).
+fn processes_of(cid: &str) -> Vec<u32> {
+    let needle = format!("CNI_CONTAINERID={cid}\0");
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(e.path().join("environ"))
+            && env.windows(needle.len()).any(|w| w == needle.as_bytes())
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits (up to 10 s) until nothing of `cid` runs; returns whether any did.
+fn wait_orphans(cid: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = false;
+    loop {
+        if processes_of(cid).is_empty() {
+            return seen;
+        }
+        seen = true;
+        assert!(
+            Instant::now() < deadline,
+            "processes of {cid} still running"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Reservation files that are empty or not `<id>\r\n<ifname>` of a known
+/// attachment (the store writes complete files atomically).
+fn torn_files(net_dir: &Path, cids: &[String]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for e in std::fs::read_dir(net_dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.parse::<std::net::IpAddr>().is_err() {
+            continue;
+        }
+        let data = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let ok = cids.iter().any(|c| data == format!("{c}\r\neth0"));
+        if !ok {
+            bad.push(format!("{name}: {data:?}"));
+        }
+    }
+    bad
+}
+
+/// Reservations and temp files left in the network directory.
+fn leftover_files(net_dir: &Path) -> Vec<String> {
+    std::fs::read_dir(net_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.parse::<std::net::IpAddr>().is_ok() || n.starts_with(".rcni-tmp"))
+        .collect()
+}
+
+struct Lab {
+    plugin: &'static str,
+    host: Netns,
+    container: Netns,
+    _tmp: TempDir,
+    net_dir: std::path::PathBuf,
+    /// The config of run `i`.
+    conf: Box<dyn Fn(usize) -> Value>,
+}
+
+impl Lab {
+    fn env(&self, cmd: &str, cid: &str) -> Env {
+        cni_env(
+            cmd,
+            cid,
+            &self.container.path().display().to_string(),
+            "eth0",
+        )
+    }
+
+    fn run(&self, cmd: &str, cid: &str, conf: &Value) -> common::Out {
+        common::run_plugin(
+            &self.host,
+            &bin(self.plugin),
+            &self.env(cmd, cid),
+            conf.to_string().as_bytes(),
+        )
+    }
+}
+
+fn lab(plugin: &'static str, n: u8) -> Lab {
+    let host = Netns::new("kxh");
+    host.exec_ok("ip", &["link", "set", "lo", "up"]);
+    let container = Netns::new("kxc");
+    let tmp = TempDir::new(&format!("kx-{plugin}"));
+    let name = unique("kxn");
+    let data = tmp.file("data");
+    let net_dir = tmp.join("data").join(&name);
+    let ipam = json!({
+        "type": "host-local", "dataDir": data,
+        "ranges": [[{"subnet": format!("10.80.{n}.0/24")}]],
+    });
+    let conf: Box<dyn Fn(usize) -> Value> = match plugin {
+        "host-local" => Box::new(
+            move |_| json!({"cniVersion": "1.0.0", "name": name, "type": "host-local", "ipam": ipam}),
+        ),
+        "bridge" => {
+            let br = unique("kxb");
+            Box::new(move |_| {
+                json!({"cniVersion": "1.0.0", "name": name, "type": "bridge", "bridge": br,
+                       "isGateway": true, "ipMasq": true, "ipam": ipam})
+            })
+        }
+        "ptp" => Box::new(
+            move |_| json!({"cniVersion": "1.0.0", "name": name, "type": "ptp", "ipMasq": true, "ipam": ipam}),
+        ),
+        "portmap" => {
+            host.exec_ok(
+                "ip",
+                &[
+                    "link", "add", "kxd0", "type", "veth", "peer", "name", "kxd1",
+                ],
+            );
+            host.exec_ok(
+                "ip",
+                &["addr", "add", &format!("10.80.{n}.1/24"), "dev", "kxd0"],
+            );
+            host.exec_ok("ip", &["link", "set", "kxd0", "up"]);
+            host.exec_ok("ip", &["link", "set", "kxd1", "up"]);
+            let sandbox = container.path().display().to_string();
+            Box::new(move |i| {
+                json!({"cniVersion": "1.0.0", "name": name, "type": "portmap",
+                       "backend": if i.is_multiple_of(2) { "iptables" } else { "nftables" },
+                       "runtimeConfig": {"portMappings": [
+                           {"hostPort": 18080, "containerPort": 80, "protocol": "tcp"},
+                           {"hostPort": 18081, "containerPort": 81, "protocol": "udp"}]},
+                       "prevResult": {"cniVersion": "1.0.0",
+                           "interfaces": [{"name": "eth0", "sandbox": sandbox}],
+                           "ips": [{"interface": 0, "address": format!("10.80.{n}.2/24")}]}})
+            })
+        }
+        _ => unreachable!(),
+    };
+    Lab {
+        plugin,
+        host,
+        container,
+        _tmp: tmp,
+        net_dir,
+        conf,
+    }
+}
+
+fn kill9(plugin: &'static str, n: u8) {
+    let test = format!("kill9_{plugin}");
+    if skip_unless_root(&test) {
+        return;
+    }
+    let lab = lab(plugin, n);
+    let mut rng = Rng::new();
+    let seed = rng.0;
+    // Warm-up (both portmap backends): what stays after DEL is the baseline,
+    // and the fastest undisturbed ADD from exec to exit (not the first ones,
+    // which create the shared things) bounds the kill moments.
+    let warm = format!("kx{n}w");
+    let mut fastest = Duration::MAX;
+    for i in 0..4 {
+        let conf = (lab.conf)(i);
+        let mut child = start(
+            &lab.host,
+            &bin(plugin),
+            &lab.env("ADD", &warm),
+            conf.to_string().as_bytes(),
+        );
+        let execd = wait_exec(&child, plugin);
+        let t = Instant::now();
+        let status = child.wait().unwrap();
+        if i >= 2 && execd {
+            fastest = fastest.min(t.elapsed());
+        }
+        assert!(status.success(), "{plugin} warm-up ADD failed");
+        let out = lab.run("DEL", &warm, &conf);
+        assert_eq!(out.code, 0, "{plugin} DEL: {out:?}");
+    }
+    let baseline = snapshot(&lab.host);
+    let container_links = link_names(&lab.container);
+    let window = fastest.as_micros() as u64 + 1;
+    let (mut killed, mut leaks, mut torn, mut readd_failures, mut orphans) = (0, 0, 0, 0, 0);
+    let mut early = 0;
+    let mut problems: Vec<String> = Vec::new();
+    // Runs until `wanted` ADDs were killed (at most 6 times as many runs).
+    let wanted = runs();
+    let mut total = 0;
+    for i in 0..wanted * 6 {
+        if killed >= wanted {
+            break;
+        }
+        total += 1;
+        let conf = (lab.conf)(i);
+        let cid = format!("kx{n}-{i}");
+        let delay = Duration::from_micros(rng.below(window));
+        let mut child = start(
+            &lab.host,
+            &bin(plugin),
+            &lab.env("ADD", &cid),
+            conf.to_string().as_bytes(),
+        );
+        // The moment is measured from the plugin's exec (kills of `ip netns
+        // exec` before it would test nothing).
+        let in_plugin = wait_exec(&child, plugin);
+        std::thread::sleep(delay);
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        if status.signal() == Some(9) {
+            if in_plugin {
+                killed += 1;
+            } else {
+                early += 1;
+            }
+        }
+        // Half the runs DEL at once, as a runtime does, racing whatever the
+        // killed plugin had started (IPAM, iptables-restore); the others
+        // wait for those first.
+        let racing = i % 2 == 1;
+        if !racing && wait_orphans(&cid) {
+            orphans += 1;
+        }
+        let bad = torn_files(&lab.net_dir, std::slice::from_ref(&cid));
+        if !bad.is_empty() {
+            torn += 1;
+            problems.push(format!("run {i}: torn reservations {bad:?}"));
+        }
+        // The runtime's DEL after a failed ADD.
+        let mut del_env = lab.env("DEL", &cid);
+        set_env(&mut del_env, "CNI_COMMAND", "DEL".into());
+        let out = common::run_plugin(
+            &lab.host,
+            &bin(plugin),
+            &del_env,
+            conf.to_string().as_bytes(),
+        );
+        if out.code != 0 {
+            problems.push(format!("run {i}: DEL failed: {out:?}"));
+        }
+        if racing && wait_orphans(&cid) {
+            orphans += 1;
+        }
+        let mut leaked = Vec::new();
+        let d = diff(&baseline, &snapshot(&lab.host));
+        if !d.is_empty() {
+            leaked.push(format!("host: {d:?}"));
+        }
+        let links = link_names(&lab.container);
+        if links != container_links {
+            leaked.push(format!("container links {links:?}"));
+        }
+        let files = leftover_files(&lab.net_dir);
+        if !files.is_empty() {
+            leaked.push(format!("files {files:?}"));
+        }
+        if !leaked.is_empty() {
+            leaks += 1;
+            problems.push(format!(
+                "run {i} (killed after {delay:?}): {}",
+                leaked.join("; ")
+            ));
+        }
+        // The next ADD works (and is undone).
+        let next = format!("kx{n}n{i}");
+        let out = lab.run("ADD", &next, &conf);
+        if out.code != 0 {
+            readd_failures += 1;
+            problems.push(format!("run {i}: next ADD failed: {out:?}"));
+        }
+        lab.run("DEL", &next, &conf);
+    }
+    say(&format!(
+        "kill9: {plugin} {total} runs, {killed} killed mid-ADD ({early} before the exec; window {window} us, seed {seed}), \
+         {orphans} with orphaned children, {leaks} leaks, {torn} torn files, {readd_failures} failed next ADDs"
+    ));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn kill9_host_local() {
+    kill9("host-local", 11);
+}
+
+#[test]
+fn kill9_bridge() {
+    kill9("bridge", 12);
+}
+
+#[test]
+fn kill9_ptp() {
+    kill9("ptp", 13);
+}
+
+#[test]
+fn kill9_portmap() {
+    kill9("portmap", 14);
+}
