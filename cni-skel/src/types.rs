@@ -285,10 +285,30 @@ struct WireIp04 {
     gateway: Option<IpAddr>,
 }
 
+impl From<WireIp1> for IpConfig {
+    fn from(i: WireIp1) -> Self {
+        IpConfig {
+            interface: i.interface,
+            address: i.address,
+            gateway: i.gateway,
+        }
+    }
+}
+
+impl From<WireIp04> for IpConfig {
+    fn from(i: WireIp04) -> Self {
+        IpConfig {
+            interface: i.interface,
+            address: i.address,
+            gateway: i.gateway,
+        }
+    }
+}
+
 #[derive(Deserialize)]
-struct Wire04In<'a> {
-    #[serde(default, borrow)]
-    interfaces: Option<Vec<WireIface04<'a>>>,
+struct Wire04In {
+    #[serde(default)]
+    interfaces: Option<Vec<WireIface04<'static>>>,
     #[serde(default)]
     ips: Option<Vec<WireIp04>>,
     #[serde(default)]
@@ -461,18 +481,13 @@ impl CniResult {
                     .ips
                     .unwrap_or_default()
                     .into_iter()
-                    .map(|i| IpConfig {
-                        interface: i.interface,
-                        address: i.address,
-                        gateway: i.gateway,
-                    })
+                    .map(IpConfig::from)
                     .collect();
                 r.routes = w.routes.unwrap_or_default();
                 r.dns = w.dns.unwrap_or_default();
             }
             Family::V04 => {
-                let text = value.to_string();
-                let w: Wire04In = serde_json::from_str(&text).map_err(decode_err)?;
+                let w: Wire04In = serde_json::from_value(value).map_err(decode_err)?;
                 r.interfaces = w
                     .interfaces
                     .unwrap_or_default()
@@ -488,11 +503,7 @@ impl CniResult {
                     .ips
                     .unwrap_or_default()
                     .into_iter()
-                    .map(|i| IpConfig {
-                        interface: i.interface,
-                        address: i.address,
-                        gateway: i.gateway,
-                    })
+                    .map(IpConfig::from)
                     .collect();
                 r.routes = w.routes.unwrap_or_default();
                 r.dns = w.dns.unwrap_or_default();
