@@ -166,6 +166,24 @@ impl Netns {
         })
     }
 
+    /// The global addresses (`addr/prefix`) of one link, sorted.
+    pub fn addrs(&self, dev: &str) -> std::collections::BTreeSet<String> {
+        self.ip_json(&["addr", "show", "dev", dev])[0]["addr_info"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter(|a| a["scope"] == "global")
+            .map(|a| {
+                format!(
+                    "{}/{}",
+                    a["local"].as_str().unwrap_or_default(),
+                    a["prefixlen"]
+                )
+            })
+            .collect()
+    }
+
     /// Reads a sysctl (`net/ipv4/ip_forward` style) inside the namespace.
     pub fn sysctl(&self, key: &str) -> String {
         self.exec_ok("cat", &[&format!("/proc/sys/{key}")])

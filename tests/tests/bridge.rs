@@ -216,18 +216,7 @@ fn flags_up(link: &Value) -> bool {
 
 /// Global addresses of a link, `addr/prefix`, sorted.
 fn addrs(ns: &Netns, dev: &str) -> Vec<String> {
-    let v = ns.ip_json(&["addr", "show", "dev", dev]);
-    let mut out: Vec<String> = v[0]["addr_info"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter(|i| i["scope"] == "global")
-                .map(|i| format!("{}/{}", i["local"].as_str().unwrap_or(""), i["prefixlen"]))
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
+    ns.addrs(dev).into_iter().collect()
 }
 
 fn routes(ns: &Netns) -> Vec<String> {

@@ -136,24 +136,6 @@ fn links(ns: &Netns) -> BTreeSet<String> {
         .collect()
 }
 
-/// Global addresses (`local/prefixlen`) of one link.
-fn addrs(ns: &Netns, dev: &str) -> BTreeSet<String> {
-    ns.ip_json(&["addr", "show", "dev", dev])[0]["addr_info"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter(|a| a["scope"].as_str() != Some("link"))
-        .map(|a| {
-            format!(
-                "{}/{}",
-                a["local"].as_str().unwrap_or_default(),
-                a["prefixlen"]
-            )
-        })
-        .collect()
-}
-
 /// The master of a link, if any.
 fn master(ns: &Netns, dev: &str) -> Option<String> {
     ns.ip_json(&["link", "show", "dev", dev])[0]["master"]
@@ -276,8 +258,8 @@ fn bridge_host_local_portmap_add_check_del_gc_status() {
     // Kernel: bridge with the gateway, veth on it, address in the container.
     assert!(links(&w.host).contains(&veth1));
     assert_eq!(master(&w.host, &veth1).as_deref(), Some(br.as_str()));
-    assert_eq!(addrs(&w.host, &br), BTreeSet::from(["10.70.1.1/24".into()]));
-    assert_eq!(addrs(&c1, "eth0"), BTreeSet::from(["10.70.1.2/24".into()]));
+    assert_eq!(w.host.addrs(&br), BTreeSet::from(["10.70.1.1/24".into()]));
+    assert_eq!(c1.addrs("eth0"), BTreeSet::from(["10.70.1.2/24".into()]));
     // Files: the reservation and libcni's cache record.
     assert_eq!(
         w.reservations(),
@@ -308,7 +290,7 @@ fn bridge_host_local_portmap_add_check_del_gc_status() {
     let veth2 = host_veth(&r2, &br);
     let cid2 = cid_of(&w, &c2, "net1");
     assert_ne!(cid1, cid2);
-    assert_eq!(addrs(&c2, "net1"), BTreeSet::from(["10.70.1.3/24".into()]));
+    assert_eq!(c2.addrs("net1"), BTreeSet::from(["10.70.1.3/24".into()]));
     w.cnitool(&["check", net, &p2], &[("CNI_IFNAME", "net1")])
         .ok();
 
@@ -426,11 +408,8 @@ fn ptp_host_local_conf_add_check_del_gc_status() {
     assert_eq!(r["ips"][0]["address"], "10.70.2.2/24", "{r}");
     let veth = host_veth(&r, "");
     let cid = cid_of(&w, &c, "eth0");
-    assert_eq!(
-        addrs(&w.host, &veth),
-        BTreeSet::from(["10.70.2.1/32".into()])
-    );
-    assert_eq!(addrs(&c, "eth0"), BTreeSet::from(["10.70.2.2/24".into()]));
+    assert_eq!(w.host.addrs(&veth), BTreeSet::from(["10.70.2.1/32".into()]));
+    assert_eq!(c.addrs("eth0"), BTreeSet::from(["10.70.2.2/24".into()]));
     assert_eq!(
         w.reservations(),
         vec![("10.70.2.2".into(), format!("{cid}\r\neth0"))]
@@ -457,7 +436,7 @@ fn ptp_host_local_conf_add_check_del_gc_status() {
     assert_eq!(r2["ips"][0]["address"], "10.70.2.3/24", "{r2}");
     let veth2 = host_veth(&r2, "");
     let cid2 = cid_of(&w, &c2, "net1");
-    assert_eq!(addrs(&c2, "net1"), BTreeSet::from(["10.70.2.3/24".into()]));
+    assert_eq!(c2.addrs("net1"), BTreeSet::from(["10.70.2.3/24".into()]));
     w.cnitool(&["check", net, &p2, "--ifname", "net1"], &[])
         .ok();
     w.cnitool(&["status", net], &[]).ok();

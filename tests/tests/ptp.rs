@@ -176,25 +176,6 @@ fn routes(ns: &Netns) -> BTreeSet<String> {
     out
 }
 
-/// Global addresses (`local/prefixlen`) of one link, sorted.
-fn addrs(ns: &Netns, dev: &str) -> BTreeSet<String> {
-    let v = ns.ip_json(&["addr", "show", "dev", dev]);
-    v[0]["addr_info"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter(|a| a["scope"].as_str() != Some("link"))
-        .map(|a| {
-            format!(
-                "{}/{}",
-                a["local"].as_str().unwrap_or_default(),
-                a["prefixlen"]
-            )
-        })
-        .collect()
-}
-
 /// The kernel state an ADD leaves, normalised: container addresses and
 /// routes, host veth addresses, MTUs, host routes.
 fn kernel_state(host: &Netns, cont: &Netns, result: &Value) -> Vec<String> {
@@ -205,13 +186,13 @@ fn kernel_state(host: &Netns, cont: &Netns, result: &Value) -> Vec<String> {
         link_mtu(host, &hv)
     )];
     s.extend(
-        addrs(cont, "eth0")
+        cont.addrs("eth0")
             .into_iter()
             .map(|a| format!("cont addr {a}")),
     );
     s.extend(routes(cont).into_iter().map(|r| format!("cont route {r}")));
     s.extend(
-        addrs(host, &hv)
+        host.addrs(&hv)
             .into_iter()
             .map(|a| format!("host addr {a}")),
     );
@@ -298,7 +279,7 @@ fn add_connects_host_and_container_like_go() {
         "{ip} via - dev HOSTVETH scope host src - metric 0"
     )));
     assert_eq!(
-        addrs(&host, &hv),
+        host.addrs(&hv),
         BTreeSet::from(["10.40.1.1/32".to_string()])
     );
     assert_eq!(host.sysctl("net/ipv4/ip_forward"), "1");
@@ -331,8 +312,8 @@ fn container_to_container_through_host() {
     assert_ne!(ia, ib);
     // Both host veths hold the same gateways.
     assert_eq!(
-        addrs(&host, &host_veth_name(&ra)),
-        addrs(&host, &host_veth_name(&rb))
+        host.addrs(&host_veth_name(&ra)),
+        host.addrs(&host_veth_name(&rb))
     );
     for (from, to) in [(&a, &ib), (&b, &ia)] {
         for ip in to.iter() {
