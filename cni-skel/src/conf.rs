@@ -67,7 +67,7 @@ where
 {
     use serde::de::Error;
     let m: Option<Map<String, Value>> = Option::deserialize(d)?;
-    m.map(|m| serde_json::from_value(Value::Object(m)).map_err(D::Error::custom))
+    m.map(|m| crate::gojson::from_value(&Value::Object(m)).map_err(D::Error::custom))
         .transpose()
 }
 
@@ -91,7 +91,7 @@ pub fn parse(stdin: &[u8]) -> Result<NetConf, crate::CniError> {
         )
     };
     let map: Map<String, Value> = serde_json::from_slice(stdin).map_err(decode)?;
-    let conf: NetConf = serde_json::from_value(Value::Object(map)).map_err(decode)?;
+    let conf: NetConf = crate::gojson::from_value(&Value::Object(map)).map_err(decode)?;
     match conf.name.as_deref() {
         None | Some("") => Err(CniError::new(
             code::INVALID_NETWORK_CONFIG,

@@ -10,6 +10,7 @@ pub mod conf;
 pub mod delegate;
 pub mod env;
 pub mod error;
+pub mod gojson;
 pub mod logger;
 pub mod types;
 pub mod version;

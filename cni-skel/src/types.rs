@@ -463,7 +463,7 @@ impl CniResult {
         };
         match family {
             Family::V1 => {
-                let w: Wire1In = serde_json::from_value(value).map_err(decode_err)?;
+                let w: Wire1In = crate::gojson::from_value(&value).map_err(decode_err)?;
                 r.interfaces = w
                     .interfaces
                     .unwrap_or_default()
@@ -487,7 +487,7 @@ impl CniResult {
                 r.dns = w.dns.unwrap_or_default();
             }
             Family::V04 => {
-                let w: Wire04In = serde_json::from_value(value).map_err(decode_err)?;
+                let w: Wire04In = crate::gojson::from_value(&value).map_err(decode_err)?;
                 r.interfaces = w
                     .interfaces
                     .unwrap_or_default()
@@ -509,7 +509,7 @@ impl CniResult {
                 r.dns = w.dns.unwrap_or_default();
             }
             Family::V02 => {
-                let w: Wire02In = serde_json::from_value(value).map_err(decode_err)?;
+                let w: Wire02In = crate::gojson::from_value(&value).map_err(decode_err)?;
                 for ip in [w.ip4, w.ip6].into_iter().flatten() {
                     r.ips.push(IpConfig {
                         interface: None,

@@ -1,11 +1,13 @@
-//! End to end with real runtimes: containerd (`ctr run --cni`) and Podman
+//! End to end with real runtimes: containerd (`ctr run --cni`, and its CRI
+//! service driven over gRPC as a kubelet drives it) and Podman
 //! (`--network-backend cni`) run a locally built busybox image on a
 //! bridge + host-local + portmap network of our plugins; the host fetches a
-//! page from busybox httpd in the container, and after the container goes,
-//! the veth, the address reservation and the port rules are gone.
+//! page from busybox httpd in the container (through a host port for CRI
+//! and Podman), and after the container goes, the veth, the address
+//! reservation and the port rules are gone.
 //!
 //! Isolation: each runtime runs in a private "host" network namespace
-//! (`cte…` for containerd, `ctp…` for Podman) and a private mount namespace
+//! (`cte…` for ctr, `ctk…` for CRI, `ctp…` for Podman) and a private mount namespace
 //! in which our plugin directory is bind-mounted over `/opt/cni/bin` and
 //! `/usr/lib/cni` (where ctr looks), our config directory over
 //! `/etc/cni/net.d`, and temporary directories over `/var/lib/cni` and the
@@ -16,8 +18,8 @@
 //! shims, mounts, directories) is removed on drop, also when a test fails.
 //!
 //! The tests print `SKIP …` and pass when not root, when `RCNI_E2E=1` is
-//! not set, when a runtime or busybox-static is not installed, or when the
-//! runtime cannot start here.
+//! not set, when a runtime, busybox-static or (for CRI) python3-grpcio is
+//! not installed, or when the runtime cannot start here.
 
 #![cfg(test)]
 
@@ -601,6 +603,244 @@ fn containerd_ctr_run_cni() {
     assert!(reservations(&res_dir).is_empty());
     assert!(!record.exists(), "cache record left");
     assert!(!nat(&host).contains(&ip), "rules left:\n{}", nat(&host));
+}
+
+/// One CRI call through `tests/cri/cri.py` (python3-grpcio): the response
+/// as JSON, or the gRPC error text.
+fn cri(sock: &str, method: &str, request: &Value) -> Result<Value, String> {
+    let out = Command::new("/usr/bin/python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/cri/cri.py"))
+        .args([sock, method, &request.to_string()])
+        .output()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("{method} response: {e}"))
+}
+
+fn cri_ok(sock: &str, method: &str, request: Value) -> Value {
+    cri(sock, method, &request).unwrap_or_else(|e| panic!("CRI {method}: {e}"))
+}
+
+/// A pod sandbox, stopped and removed on drop (a kubelet's teardown).
+struct PodSandbox<'a> {
+    sock: &'a str,
+    id: String,
+}
+
+impl Drop for PodSandbox<'_> {
+    fn drop(&mut self) {
+        let req = json!({"podSandboxId": self.id});
+        let _ = cri(self.sock, "StopPodSandbox", &req);
+        let _ = cri(self.sock, "RemovePodSandbox", &req);
+    }
+}
+
+#[test]
+fn containerd_cri_pod_with_host_port() {
+    const T: &str = "containerd_cri_pod_with_host_port";
+    if gated(
+        T,
+        &[
+            "containerd",
+            "ctr",
+            "containerd-shim-runc-v2",
+            "runc",
+            "iptables-save",
+        ],
+    ) {
+        return;
+    }
+    let grpc = Command::new("/usr/bin/python3")
+        .args(["-c", "import grpc, grpc_tools.protoc"])
+        .output();
+    if !grpc.is_ok_and(|o| o.status.success()) {
+        skip(T, "needs python3-grpcio and python3-grpc-tools");
+        return;
+    }
+    let host = Netns::new("ctk");
+    host.exec_ok("ip", &["link", "set", "lo", "up"]);
+    let d = TempDir::new("e2e-cri");
+    let dir = d.path().to_path_buf();
+    let image = build_image(&dir);
+    let plugins = plugin_dir(&dir);
+    for sub in ["net.d", "cache", "data", "root", "state"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let net = "rcni-cri";
+    let data = dir.join("data");
+    std::fs::write(
+        dir.join("net.d/10-rcni.conflist"),
+        conflist(net, "ctkbr0", "10.70.62.0/24", &data).to_string(),
+    )
+    .unwrap();
+    // The CRI service as a kubelet's node would run it, but private: our
+    // plugin and config directories, pod netns under containerd's state
+    // dir, the test image as the sandbox ("pause") image so that no
+    // registry is needed, and no negative OOM scores (no CAP_SYS_RESOURCE).
+    let sock = d.file("containerd.sock");
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "version = 2\nroot = {:?}\nstate = {:?}\n\
+             [grpc]\n  address = {sock:?}\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n\
+             [debug]\n  address = \"\"\n\
+             [plugins.\"io.containerd.grpc.v1.cri\"]\n\
+               sandbox_image = \"docker.io/rcni/busybox:e2e\"\n\
+               restrict_oom_score_adj = true\n\
+               netns_mounts_under_state_dir = true\n\
+             [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n\
+               snapshotter = \"native\"\n\
+             [plugins.\"io.containerd.grpc.v1.cri\".cni]\n\
+               bin_dir = {:?}\n  conf_dir = {:?}\n  max_conf_num = 1\n",
+            d.file("root"),
+            d.file("state"),
+            plugins.display().to_string(),
+            d.file("net.d"),
+        ),
+    )
+    .unwrap();
+    // go-cni caches results in libcni's default /var/lib/cni.
+    let mounts = vec![format!("mount --bind '{}' /var/lib/cni", d.file("cache"))];
+    let _mount_points = MountPoints::ensure(&["/var/lib/cni"]);
+    let log = dir.join("containerd.log");
+    let mut holder = Holder::start(
+        &host,
+        &mounts,
+        &format!("containerd --config '{}'", d.file("config.toml")),
+        &log,
+    );
+    let version = wait_for(20, || {
+        holder.alive().then_some(())?;
+        cri(&sock, "Version", &json!({})).ok()
+    });
+    let Some(version) = version else {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        skip(
+            T,
+            &format!(
+                "containerd's CRI service does not start here: {}",
+                text.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+            ),
+        );
+        return;
+    };
+    assert_eq!(version["runtimeName"], "containerd", "{version}");
+    let ctrd = Containerd {
+        holder,
+        sock: sock.clone(),
+        ns: "k8s.io",
+    };
+    ctrd.ctr_ok(&[
+        "image",
+        "import",
+        "--snapshotter",
+        "native",
+        &image.display().to_string(),
+    ]);
+
+    let host_port = 30080;
+    let run = cri_ok(
+        &sock,
+        "RunPodSandbox",
+        json!({"config": {
+            "metadata": {"name": "web", "uid": "rcni-e2e-uid", "namespace": "rcni"},
+            "hostname": "web",
+            "portMappings": [{"protocol": "TCP", "containerPort": 80, "hostPort": host_port}],
+            "linux": {},
+        }}),
+    );
+    let id = run["podSandboxId"]
+        .as_str()
+        .expect("sandbox id")
+        .to_string();
+    let pod = PodSandbox {
+        sock: &sock,
+        id: id.clone(),
+    };
+    let by_id = json!({"podSandboxId": id});
+
+    // The pod's IP, as PodSandboxStatus reports it, came from host-local.
+    let status = cri_ok(
+        &sock,
+        "PodSandboxStatus",
+        json!({"podSandboxId": id, "verbose": true}),
+    );
+    assert_eq!(status["status"]["state"], "SANDBOX_READY", "{status}");
+    let ip = status["status"]["network"]["ip"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(ip.starts_with("10.70.62."), "{status}");
+    let res_dir = data.join(net);
+    assert_eq!(reservations(&res_dir), vec![ip.clone()]);
+    assert_eq!(
+        std::fs::read_to_string(res_dir.join(&ip)).unwrap(),
+        format!("{id}\r\neth0")
+    );
+    assert_eq!(veths(&host).len(), 1, "{:?}", links(&host));
+
+    // Loopback ran: its result is cached, and lo is up in the pod's netns.
+    let info: Value =
+        serde_json::from_str(status["info"]["info"].as_str().unwrap_or("{}")).unwrap();
+    let netns = info["runtimeSpec"]["linux"]["namespaces"]
+        .as_array()
+        .and_then(|ns| ns.iter().find(|n| n["type"] == "network"))
+        .and_then(|n| n["path"].as_str())
+        .unwrap_or_else(|| panic!("no pod netns in {info}"))
+        .to_string();
+    let cache = dir.join("cache/results");
+    for record in [format!("cni-loopback-{id}-lo"), format!("{net}-{id}-eth0")] {
+        assert!(cache.join(&record).is_file(), "no cached {record}");
+    }
+    let lo = ctrd
+        .holder
+        .command("nsenter")
+        .arg(format!("--net={netns}"))
+        .args(["ip", "-j", "addr", "show", "lo"])
+        .output()
+        .unwrap();
+    let lo: Value = serde_json::from_slice(&lo.stdout).unwrap_or_default();
+    assert!(
+        lo[0]["flags"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == "UP")),
+        "lo not up: {lo}"
+    );
+    assert_eq!(lo[0]["addr_info"][0]["local"], "127.0.0.1", "{lo}");
+
+    // Reachable through the host port (on localhost and on the bridge's
+    // address) and directly.
+    for addr in [
+        format!("127.0.0.1:{host_port}"),
+        format!("10.70.62.1:{host_port}"),
+        format!("{ip}:80"),
+    ] {
+        let body = wait_for(20, || http_get(&host, &addr));
+        assert_eq!(body.as_deref(), Some(PAGE), "GET http://{addr}/");
+    }
+    assert!(nat(&host).contains(&format!("--dport {host_port}")));
+
+    // StopPodSandbox tears the network down: veth, address, rules, cache.
+    cri_ok(&sock, "StopPodSandbox", by_id.clone());
+    assert!(veths(&host).is_empty(), "veth left: {:?}", links(&host));
+    assert!(reservations(&res_dir).is_empty());
+    assert!(!nat(&host).contains(&ip), "rules left:\n{}", nat(&host));
+    assert!(!nat(&host).contains(&format!("--dport {host_port}")));
+    let left: Vec<_> = std::fs::read_dir(&cache)
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "cache records left: {left:?}");
+    let stopped = cri_ok(&sock, "PodSandboxStatus", by_id.clone());
+    assert_eq!(stopped["status"]["state"], "SANDBOX_NOTREADY", "{stopped}");
+
+    // A second stop is a no-op (kubelet repeats it); then the pod goes.
+    cri_ok(&sock, "StopPodSandbox", by_id.clone());
+    cri_ok(&sock, "RemovePodSandbox", by_id);
+    drop(pod);
+    let list = cri_ok(&sock, "ListPodSandbox", json!({}));
+    assert_eq!(list["items"], json!([]), "{list}");
 }
 
 /// This process's hard limit on processes, at most 4096: Podman's default

@@ -228,8 +228,8 @@ pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
 
 /// [`load`] on an already parsed config and raw `CNI_ARGS`.
 pub fn load_value(v: Value, cni_args: &str, layer3: bool) -> Result<Conf, CniError> {
-    let raw: Raw =
-        serde_json::from_value(v).map_err(|e| err(format!("failed to load netconf: {e}")))?;
+    let raw: Raw = cni_skel::gojson::from_value(&v)
+        .map_err(|e| err(format!("failed to load netconf: {e}")))?;
     let bridge = raw.bridge.unwrap_or_else(|| DEFAULT_BRIDGE.to_string());
     check_ifname("bridge name", &bridge)?;
     let vlan = raw.vlan.unwrap_or(0);

@@ -23,7 +23,7 @@ pub fn valid_attachments(stdin: &[u8]) -> Result<Vec<(String, String)>, CniError
         match v.get(key) {
             None | Some(serde_json::Value::Null) => {}
             Some(list) => {
-                let list: Vec<Attachment> = serde_json::from_value(list.clone())
+                let list: Vec<Attachment> = cni_skel::gojson::from_value(list)
                     .map_err(|e| CniError::internal(format!("failed to parse {key}: {e}")))?;
                 for a in list {
                     let pair = (a.container_id, a.ifname);

@@ -160,7 +160,7 @@ fn parse_extra_args(args: &str) -> Result<Vec<(String, String)>, CniError> {
 
 /// Loads the config and `CNI_ARGS` and picks the debug path.
 fn get_config(stdin: &[u8], cni_args: &str) -> Result<Config, CniError> {
-    let conf: NoopConf = serde_json::from_slice(stdin).map_err(|e| {
+    let conf: NoopConf = cni_skel::gojson::from_slice(stdin).map_err(|e| {
         CniError::internal(format!(
             "failed to load netconf: {e} {:?}",
             String::from_utf8_lossy(stdin)

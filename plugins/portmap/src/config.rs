@@ -204,7 +204,7 @@ fn bad(msg: impl Into<String>) -> CniError {
 
 /// Parses and validates the whole config (not `prevResult`).
 pub fn parse(stdin: &[u8]) -> Result<Conf, CniError> {
-    let raw: Raw = serde_json::from_slice(stdin)
+    let raw: Raw = cni_skel::gojson::from_slice(stdin)
         .map_err(|e| bad(format!("failed to parse network configuration: {e}")))?;
     if raw.mark_masq_bit.is_some() && raw.external_set_mark_chain.is_some() {
         return Err(bad("Cannot specify externalSetMarkChain and markMasqBit"));
@@ -426,6 +426,33 @@ mod tests {
         assert_eq!(c.mappings[0].host_ip, None);
         assert!(c.mappings[1].applies_to(false) && !c.mappings[1].applies_to(true));
         assert_eq!(c.mappings[1].dest(), None);
+    }
+
+    #[test]
+    fn go_cni_capitalised_mappings() {
+        // containerd (go-cni) sends its PortMapping struct untagged; Go's
+        // encoding/json matches the keys case-insensitively, and so do we.
+        let c = maps(
+            r#"{"HostPort":8080,"ContainerPort":80,"Protocol":"tcp","HostIP":""},{"HostPort":53,"ContainerPort":5353,"Protocol":"udp","HostIP":"10.0.0.1"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.mappings,
+            vec![
+                Mapping {
+                    host_port: 8080,
+                    container_port: 80,
+                    proto: Proto::Tcp,
+                    host_ip: None
+                },
+                Mapping {
+                    host_port: 53,
+                    container_port: 5353,
+                    proto: Proto::Udp,
+                    host_ip: Some("10.0.0.1".parse().unwrap())
+                },
+            ]
+        );
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub fn load(args: &CmdArgs) -> Result<PtpConf, CniError> {
 }
 
 fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf) -> Result<PtpConf, CniError> {
-    let raw: Raw = serde_json::from_slice(stdin)
+    let raw: Raw = cni_skel::gojson::from_slice(stdin)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     if common.ipam_type().is_none() {
         return Err(CniError::invalid_config(

@@ -75,7 +75,7 @@ struct GcConf {
 
 /// The attachments to keep: both keys together; none given = none valid.
 fn valid_attachments(stdin: &[u8]) -> Result<Vec<(String, String)>, CniError> {
-    let c: GcConf = serde_json::from_slice(stdin)
+    let c: GcConf = cni_skel::gojson::from_slice(stdin)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     Ok(c.valid
         .into_iter()
