@@ -3,12 +3,16 @@
 #   PREFIX   install prefix (default /opt/cni; binaries go to $PREFIX/bin)
 #   BINDIR   overrides $PREFIX/bin
 #   DESTDIR  staging root prepended to every path (for packaging)
+#   TOOLDIR  if set, also installs the cnitool debugging tool there
+#            (e.g. TOOLDIR=/usr/local/bin); it is not a plugin, so it does
+#            not go to BINDIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PREFIX=${PREFIX:-/opt/cni}
 BINDIR=${BINDIR:-$PREFIX/bin}
 DESTDIR=${DESTDIR:-}
+TOOLDIR=${TOOLDIR:-}
 
 out=$(scripts/build-release)
 
@@ -19,3 +23,8 @@ for dir in plugins/*/; do
     install -D -m 0755 "$out/$name" "$DESTDIR$BINDIR/$name"
     echo "installed $DESTDIR$BINDIR/$name"
 done
+
+if [ -n "$TOOLDIR" ]; then
+    install -D -m 0755 "$out/cnitool" "$DESTDIR$TOOLDIR/cnitool"
+    echo "installed $DESTDIR$TOOLDIR/cnitool"
+fi
