@@ -13,7 +13,8 @@
 //! address is taken, and otherwise makes a *complete* file appear at once,
 //! so a process killed at any instant never leaves an empty or partial
 //! reservation (the reference's `O_EXCL` + write can: plugins#498).
-//! `last_reserved_ip.<set>` is replaced by temp file + `rename`. Temp files
+//! `last_reserved_ip.<set>` is replaced by unlink, then temp file + `rename`
+//! (see [`Session::set_last_reserved`] for why not a plain rename). Temp files
 //! are only created under the lock, so any temp file seen under the lock
 //! belongs to a dead process; the next session that lists the directory
 //! removes it (after a crash that is the next session: see the stamp
@@ -626,9 +627,21 @@ impl Session<'_> {
     }
 
     /// Records `ip` as set `set`'s last reserved address (temp + rename).
+    ///
+    /// The old file is unlinked first: renaming over an existing file makes
+    /// ext4 (`auto_da_alloc`) start writeback of the new one, measured at
+    /// 0.3–0.5 ms per ADD here, more than the rest of the store's work. The
+    /// file is only a round-robin hint, so a crash in between costs nothing
+    /// but the hint (the allocator then starts at the range's start, as when
+    /// the file is missing); it never leaves a torn address.
     pub fn set_last_reserved(&mut self, set: usize, ip: IpAddr) -> Result<(), CniError> {
         let tmp = self.write_tmp(ip.to_string().as_bytes())?;
         let target = self.path(format!("{LAST_RESERVED_PREFIX}{set}"));
+        if let Err(e) = fs::remove_file(&target)
+            && e.kind() != ErrorKind::NotFound
+        {
+            log::debug!("cannot unlink {}: {e}; renaming over it", target.display());
+        }
         fs::rename(self.path(&tmp), &target).map_err(|e| {
             let _ = fs::remove_file(self.path(&tmp));
             io_err("failed to write", &target, e)
