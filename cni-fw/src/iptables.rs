@@ -49,6 +49,25 @@ pub fn is_nft_variant(family: Family) -> bool {
         .unwrap_or(false)
 }
 
+/// True when iptables is the nf_tables variant and the kernel says `chain`
+/// is not in `table` of that family: one netlink query instead of an
+/// `iptables-save` run (1–2 ms). `false` whenever unsure (legacy iptables,
+/// a failed query). No rule can jump to a chain that does not exist, so an
+/// absent chain also means no rule refers to it.
+pub fn chain_surely_absent(family: Family, table: &str, chain: &str) -> bool {
+    if !is_nft_variant(family) {
+        return false;
+    }
+    let fam = match family {
+        Family::V4 => cni_net::IpFamily::V4,
+        Family::V6 => cni_net::IpFamily::V6,
+    };
+    matches!(
+        cni_net::nf_tables::chain_exists(fam, table, chain),
+        Ok(false)
+    )
+}
+
 /// The current rules of one table, as `iptables-save -t <table>` prints them.
 pub fn save(family: Family, table: &str) -> Result<Table, ToolError> {
     exec::run(family.save_cmd(), &["-t", table], "").map(|text| Table { text })

@@ -166,7 +166,13 @@ fn setup_iptables(addrs: &[IpNetwork], att: Attachment<'_>) -> Result<(), CniErr
     let chain = chain_name(att.network, att.container_id);
     let quoted = iptables::quote(&comment(att.network, att.container_id));
     for family in families(addrs) {
-        let table = iptables::save(family, "nat").map_err(ipt_err)?;
+        // A new attachment's chain does not exist yet, so no POSTROUTING
+        // rule can jump to it: only a repeated ADD needs the table read.
+        let table = if iptables::chain_surely_absent(family, "nat", &chain) {
+            iptables::Table::default()
+        } else {
+            iptables::save(family, "nat").map_err(ipt_err)?
+        };
         let existing: Vec<&str> = table.rules("POSTROUTING").collect();
         let multicast = match family {
             Family::V4 => "224.0.0.0/4",
@@ -216,7 +222,7 @@ fn delete_chain_lines(table: &iptables::Table, chain: &str) -> Vec<String> {
 fn teardown_iptables(att: Attachment<'_>) -> Result<(), CniError> {
     let chain = chain_name(att.network, att.container_id);
     for family in [Family::V4, Family::V6] {
-        if !iptables::usable(family) {
+        if !iptables::usable(family) || iptables::chain_surely_absent(family, "nat", &chain) {
             continue;
         }
         let table = iptables::save(family, "nat").map_err(ipt_err)?;
@@ -337,7 +343,19 @@ fn setup_nftables(addrs: &[IpNetwork], att: Attachment<'_>) -> Result<(), CniErr
     nft::apply(&script).map_err(nft_err)
 }
 
+/// True when the kernel says our nftables chain does not exist (a netlink
+/// query instead of an `nft` run): there is then nothing to remove.
+fn nft_chain_surely_absent() -> bool {
+    matches!(
+        cni_net::nf_tables::chain_exists(cni_net::nf_tables::NfFamily::Inet, NFT_TABLE, NFT_CHAIN),
+        Ok(false)
+    )
+}
+
 fn teardown_nftables(att: Attachment<'_>) -> Result<(), CniError> {
+    if nft_chain_surely_absent() {
+        return Ok(());
+    }
     let rules = nft::list_rules("inet", NFT_TABLE).map_err(nft_err)?;
     let prefix = instance_hash(att);
     nft::apply(&delete_rule_lines(&rules, |r| {
@@ -347,6 +365,9 @@ fn teardown_nftables(att: Attachment<'_>) -> Result<(), CniError> {
 }
 
 fn gc_nftables(network: &str, valid: &[(String, String)]) -> Result<(), CniError> {
+    if nft_chain_surely_absent() {
+        return Ok(());
+    }
     let rules = nft::list_rules("inet", NFT_TABLE).map_err(nft_err)?;
     let net_prefix = format!("{}-", network_hash(network));
     let keep: Vec<String> = valid

@@ -57,6 +57,26 @@ pub struct RuleSummary {
     pub values: Vec<Vec<u8>>,
 }
 
+/// An nf_tables address family: nft's `ip`, `ip6` and `inet`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NfFamily {
+    /// `ip` (where iptables-nft keeps its IPv4 tables).
+    Ip,
+    /// `ip6` (ip6tables-nft's).
+    Ip6,
+    /// `inet`: both at once.
+    Inet,
+}
+
+impl From<IpFamily> for NfFamily {
+    fn from(f: IpFamily) -> Self {
+        match f {
+            IpFamily::V4 => NfFamily::Ip,
+            IpFamily::V6 => NfFamily::Ip6,
+        }
+    }
+}
+
 /// A netlink socket for nf_tables queries in one address family.
 pub struct NfTables {
     conn: Conn,
@@ -65,10 +85,12 @@ pub struct NfTables {
 
 impl NfTables {
     /// Opens a socket in the calling thread's namespace for `family`'s tables.
-    pub fn open(family: IpFamily) -> Result<NfTables, NetError> {
-        let af = match family {
-            IpFamily::V4 => 2u8,
-            IpFamily::V6 => 10u8,
+    pub fn open(family: impl Into<NfFamily>) -> Result<NfTables, NetError> {
+        // NFPROTO_INET, NFPROTO_IPV4, NFPROTO_IPV6.
+        let af = match family.into() {
+            NfFamily::Inet => 1u8,
+            NfFamily::Ip => 2u8,
+            NfFamily::Ip6 => 10u8,
         };
         Ok(NfTables {
             conn: Conn::open(
@@ -191,9 +213,13 @@ fn summarize(rule: &[u8]) -> RuleSummary {
     out
 }
 
-/// True when chain `chain` exists in nf_tables table `table` of `family`
-/// (`ip` or `ip6`). A missing table or chain is `false`.
-pub fn chain_exists(family: IpFamily, table: &str, chain: &str) -> Result<bool, NetError> {
+/// True when chain `chain` exists in nf_tables table `table` of `family`.
+/// A missing table or chain is `false`.
+pub fn chain_exists(
+    family: impl Into<NfFamily>,
+    table: &str,
+    chain: &str,
+) -> Result<bool, NetError> {
     NfTables::open(family)?.chain_exists(table, chain)
 }
 

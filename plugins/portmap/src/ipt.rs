@@ -417,23 +417,10 @@ pub fn del_fast_lines(conf: &Conf, container_id: &str, v6: bool) -> Vec<String> 
     lines
 }
 
-/// True when iptables is the nf_tables variant and the kernel says `chain`
-/// is not in that family's `nat` table (a cheap netlink query instead of a
-/// tool run). An old `CNI-SN-` chain without a `CNI-DN-` one is not looked
-/// for on this path.
+/// [`iptables::chain_surely_absent`] for the `nat` table. An old `CNI-SN-`
+/// chain without a `CNI-DN-` one is not looked for on this path.
 fn chain_surely_absent(v6: bool, chain: &str) -> bool {
-    if !iptables::is_nft_variant(family(v6)) {
-        return false;
-    }
-    let fam = if v6 {
-        cni_net::IpFamily::V6
-    } else {
-        cni_net::IpFamily::V4
-    };
-    matches!(
-        cni_net::nf_tables::chain_exists(fam, TABLE, chain),
-        Ok(false)
-    )
+    iptables::chain_surely_absent(family(v6), TABLE, chain)
 }
 
 /// True when a restore failed on the line after `*nat`, its first command.
