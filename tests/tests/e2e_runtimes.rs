@@ -442,56 +442,135 @@ impl Drop for Containerd {
     }
 }
 
+/// What both containerd tests start from: a private "host" netns (lo up)
+/// and a temp dir holding the test image, our plugins, a bridge +
+/// host-local + portmap conflist in `net.d/`, and directories for the
+/// reservations (`data/`), libcni's cache (`cache/`) and containerd's root
+/// and state.
+struct ContainerdSetup {
+    host: Netns,
+    d: TempDir,
+    image: PathBuf,
+    plugins: PathBuf,
+    data: PathBuf,
+    sock: String,
+}
+
+impl ContainerdSetup {
+    fn new(ns_tag: &str, tmp_tag: &str, net: &str, bridge: &str, subnet: &str) -> Self {
+        let host = Netns::new(ns_tag);
+        host.exec_ok("ip", &["link", "set", "lo", "up"]);
+        let d = TempDir::new(tmp_tag);
+        let dir = d.path().to_path_buf();
+        let image = build_image(&dir);
+        let plugins = plugin_dir(&dir);
+        for sub in ["net.d", "cache", "data", "root", "state"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let data = dir.join("data");
+        std::fs::write(
+            dir.join("net.d/10-rcni.conflist"),
+            conflist(net, bridge, subnet, &data).to_string(),
+        )
+        .unwrap();
+        let sock = d.file("containerd.sock");
+        ContainerdSetup {
+            host,
+            d,
+            image,
+            plugins,
+            data,
+            sock,
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        self.d.path()
+    }
+
+    /// Starts containerd (own root, state and socket, then `extra` TOML)
+    /// in the host netns and a mount namespace set up by `mounts`, and
+    /// waits up to 20 s for `ready`. `None`, after a SKIP line with the
+    /// end of containerd's log, when it does not come up here.
+    fn start(
+        &self,
+        test: &str,
+        extra: &str,
+        mounts: &[String],
+        ns: &'static str,
+        mut ready: impl FnMut() -> bool,
+    ) -> Option<Containerd> {
+        let sock = &self.sock;
+        let config = self.dir().join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "version = 2\nroot = {:?}\nstate = {:?}\n\
+                 [grpc]\n  address = {sock:?}\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n\
+                 [debug]\n  address = \"\"\n{extra}",
+                self.d.file("root"),
+                self.d.file("state"),
+            ),
+        )
+        .unwrap();
+        let log = self.dir().join("containerd.log");
+        let mut holder = Holder::start(
+            &self.host,
+            mounts,
+            &format!("containerd --config '{}'", config.display()),
+            &log,
+        );
+        if wait_for(20, || (holder.alive() && ready()).then_some(())).is_none() {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            skip(
+                test,
+                &format!(
+                    "containerd cannot start here: {}",
+                    text.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+                ),
+            );
+            return None;
+        }
+        let ctrd = Containerd {
+            holder,
+            sock: sock.clone(),
+            ns,
+        };
+        ctrd.ctr_ok(&[
+            "image",
+            "import",
+            "--snapshotter",
+            "native",
+            &self.image.display().to_string(),
+        ]);
+        Some(ctrd)
+    }
+}
+
+/// What the containerd tests run.
+const CONTAINERD_TOOLS: &[&str] = &[
+    "containerd",
+    "ctr",
+    "containerd-shim-runc-v2",
+    "runc",
+    "iptables-save",
+];
+
 #[test]
 fn containerd_ctr_run_cni() {
     const T: &str = "containerd_ctr_run_cni";
-    if gated(
-        T,
-        &[
-            "containerd",
-            "ctr",
-            "containerd-shim-runc-v2",
-            "runc",
-            "iptables-save",
-        ],
-    ) {
+    if gated(T, CONTAINERD_TOOLS) {
         return;
     }
-    let host = Netns::new("cte");
-    host.exec_ok("ip", &["link", "set", "lo", "up"]);
-    let d = TempDir::new("e2e-ctrd");
-    let dir = d.path().to_path_buf();
-    let image = build_image(&dir);
-    let plugins = plugin_dir(&dir);
-    for sub in ["net.d", "cache", "data", "root", "state"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
     let net = "rcni-e2e";
-    let data = dir.join("data");
-    std::fs::write(
-        dir.join("net.d/10-rcni.conflist"),
-        conflist(net, "ctebr0", "10.70.60.0/24", &data).to_string(),
-    )
-    .unwrap();
-    let sock = d.file("containerd.sock");
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "version = 2\nroot = {:?}\nstate = {:?}\n\
-             disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
-             [grpc]\n  address = {sock:?}\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n\
-             [debug]\n  address = \"\"\n",
-            d.file("root"),
-            d.file("state"),
-        ),
-    )
-    .unwrap();
-    let p = plugins.display();
+    let setup = ContainerdSetup::new("cte", "e2e-ctrd", net, "ctebr0", "10.70.60.0/24");
+    let (host, dir, data, sock) = (&setup.host, setup.dir(), &setup.data, &setup.sock);
+    let p = setup.plugins.display();
     let mounts = vec![
         format!("mount --bind '{p}' /opt/cni/bin"),
         format!("mount --bind '{p}' /usr/lib/cni"),
-        format!("mount --bind '{}' /etc/cni/net.d", d.file("net.d")),
-        format!("mount --bind '{}' /var/lib/cni", d.file("cache")),
+        format!("mount --bind '{}' /etc/cni/net.d", setup.d.file("net.d")),
+        format!("mount --bind '{}' /var/lib/cni", setup.d.file("cache")),
     ];
     let _mount_points = MountPoints::ensure(&[
         "/opt/cni/bin",
@@ -499,46 +578,22 @@ fn containerd_ctr_run_cni() {
         "/etc/cni/net.d",
         "/var/lib/cni",
     ]);
-    let log = dir.join("containerd.log");
-    let mut holder = Holder::start(
-        &host,
+    let Some(ctrd) = setup.start(
+        T,
+        "disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n",
         &mounts,
-        &format!("containerd --config '{}'", d.file("config.toml")),
-        &log,
-    );
-    let up = wait_for(20, || {
-        (Path::new(&sock).exists() && holder.alive()).then_some(())
-    });
-    if up.is_none() {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        skip(
-            T,
-            &format!(
-                "containerd cannot start here: {}",
-                text.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
-            ),
-        );
+        "rcnie2e",
+        || Path::new(sock).exists(),
+    ) else {
         return;
-    }
-    let ctrd = Containerd {
-        holder,
-        sock: sock.clone(),
-        ns: "rcnie2e",
     };
-    ctrd.ctr_ok(&[
-        "image",
-        "import",
-        "--snapshotter",
-        "native",
-        &image.display().to_string(),
-    ]);
 
     // A foreground `ctr run --cni`: it sends DEL when its task ends.
     let run_log = std::fs::File::create(dir.join("ctr-run.log")).unwrap();
     let mut run = ctrd
         .holder
         .command("ctr")
-        .args(["--address", &sock, "-n", ctrd.ns])
+        .args(["--address", sock, "-n", ctrd.ns])
         .args([
             "run",
             "--cni",
@@ -584,10 +639,10 @@ fn containerd_ctr_run_cni() {
         std::fs::read_to_string(res_dir.join(&ip)).unwrap(),
         "rcnie2e-web\r\neth0"
     );
-    assert_eq!(veths(&host).len(), 1, "{:?}", links(&host));
+    assert_eq!(veths(host).len(), 1, "{:?}", links(host));
 
     // The host fetches the page from httpd in the container.
-    let body = wait_for(20, || http_get(&host, &format!("{ip}:80")));
+    let body = wait_for(20, || http_get(host, &format!("{ip}:80")));
     assert_eq!(body.as_deref(), Some(PAGE));
 
     // Kill the task: ctr sends DEL, the veth and the address go.
@@ -596,13 +651,13 @@ fn containerd_ctr_run_cni() {
     assert!(exited.is_some(), "ctr run did not return after task kill");
     drop(run);
     assert!(
-        wait_for(10, || veths(&host).is_empty().then_some(())).is_some(),
+        wait_for(10, || veths(host).is_empty().then_some(())).is_some(),
         "veth left: {:?}",
-        links(&host)
+        links(host)
     );
     assert!(reservations(&res_dir).is_empty());
     assert!(!record.exists(), "cache record left");
-    assert!(!nat(&host).contains(&ip), "rules left:\n{}", nat(&host));
+    assert!(!nat(host).contains(&ip), "rules left:\n{}", nat(host));
 }
 
 /// One CRI call through `tests/cri/cri.py` (python3-grpcio): the response
@@ -640,16 +695,7 @@ impl Drop for PodSandbox<'_> {
 #[test]
 fn containerd_cri_pod_with_host_port() {
     const T: &str = "containerd_cri_pod_with_host_port";
-    if gated(
-        T,
-        &[
-            "containerd",
-            "ctr",
-            "containerd-shim-runc-v2",
-            "runc",
-            "iptables-save",
-        ],
-    ) {
+    if gated(T, CONTAINERD_TOOLS) {
         return;
     }
     let grpc = Command::new("/usr/bin/python3")
@@ -659,90 +705,44 @@ fn containerd_cri_pod_with_host_port() {
         skip(T, "needs python3-grpcio and python3-grpc-tools");
         return;
     }
-    let host = Netns::new("ctk");
-    host.exec_ok("ip", &["link", "set", "lo", "up"]);
-    let d = TempDir::new("e2e-cri");
-    let dir = d.path().to_path_buf();
-    let image = build_image(&dir);
-    let plugins = plugin_dir(&dir);
-    for sub in ["net.d", "cache", "data", "root", "state"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
     let net = "rcni-cri";
-    let data = dir.join("data");
-    std::fs::write(
-        dir.join("net.d/10-rcni.conflist"),
-        conflist(net, "ctkbr0", "10.70.62.0/24", &data).to_string(),
-    )
-    .unwrap();
+    let setup = ContainerdSetup::new("ctk", "e2e-cri", net, "ctkbr0", "10.70.62.0/24");
+    let (host, dir, data, sock) = (&setup.host, setup.dir(), &setup.data, &setup.sock);
     // The CRI service as a kubelet's node would run it, but private: our
     // plugin and config directories, pod netns under containerd's state
     // dir, the test image as the sandbox ("pause") image so that no
     // registry is needed, and no negative OOM scores (no CAP_SYS_RESOURCE).
-    let sock = d.file("containerd.sock");
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "version = 2\nroot = {:?}\nstate = {:?}\n\
-             [grpc]\n  address = {sock:?}\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n\
-             [debug]\n  address = \"\"\n\
-             [plugins.\"io.containerd.grpc.v1.cri\"]\n\
-               sandbox_image = \"docker.io/rcni/busybox:e2e\"\n\
-               restrict_oom_score_adj = true\n\
-               netns_mounts_under_state_dir = true\n\
-             [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n\
-               snapshotter = \"native\"\n\
-             [plugins.\"io.containerd.grpc.v1.cri\".cni]\n\
-               bin_dir = {:?}\n  conf_dir = {:?}\n  max_conf_num = 1\n",
-            d.file("root"),
-            d.file("state"),
-            plugins.display().to_string(),
-            d.file("net.d"),
-        ),
-    )
-    .unwrap();
-    // go-cni caches results in libcni's default /var/lib/cni.
-    let mounts = vec![format!("mount --bind '{}' /var/lib/cni", d.file("cache"))];
-    let _mount_points = MountPoints::ensure(&["/var/lib/cni"]);
-    let log = dir.join("containerd.log");
-    let mut holder = Holder::start(
-        &host,
-        &mounts,
-        &format!("containerd --config '{}'", d.file("config.toml")),
-        &log,
+    let cri_config = format!(
+        "[plugins.\"io.containerd.grpc.v1.cri\"]\n\
+           sandbox_image = \"docker.io/rcni/busybox:e2e\"\n\
+           restrict_oom_score_adj = true\n\
+           netns_mounts_under_state_dir = true\n\
+         [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n\
+           snapshotter = \"native\"\n\
+         [plugins.\"io.containerd.grpc.v1.cri\".cni]\n\
+           bin_dir = {:?}\n  conf_dir = {:?}\n  max_conf_num = 1\n",
+        setup.plugins.display().to_string(),
+        setup.d.file("net.d"),
     );
-    let version = wait_for(20, || {
-        holder.alive().then_some(())?;
-        cri(&sock, "Version", &json!({})).ok()
-    });
-    let Some(version) = version else {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        skip(
-            T,
-            &format!(
-                "containerd's CRI service does not start here: {}",
-                text.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
-            ),
-        );
+    // go-cni caches results in libcni's default /var/lib/cni.
+    let mounts = vec![format!(
+        "mount --bind '{}' /var/lib/cni",
+        setup.d.file("cache")
+    )];
+    let _mount_points = MountPoints::ensure(&["/var/lib/cni"]);
+    let mut version = Value::Null;
+    let Some(ctrd) = setup.start(T, &cri_config, &mounts, "k8s.io", || {
+        cri(sock, "Version", &json!({}))
+            .map(|v| version = v)
+            .is_ok()
+    }) else {
         return;
     };
     assert_eq!(version["runtimeName"], "containerd", "{version}");
-    let ctrd = Containerd {
-        holder,
-        sock: sock.clone(),
-        ns: "k8s.io",
-    };
-    ctrd.ctr_ok(&[
-        "image",
-        "import",
-        "--snapshotter",
-        "native",
-        &image.display().to_string(),
-    ]);
 
     let host_port = 30080;
     let run = cri_ok(
-        &sock,
+        sock,
         "RunPodSandbox",
         json!({"config": {
             "metadata": {"name": "web", "uid": "rcni-e2e-uid", "namespace": "rcni"},
@@ -756,14 +756,14 @@ fn containerd_cri_pod_with_host_port() {
         .expect("sandbox id")
         .to_string();
     let pod = PodSandbox {
-        sock: &sock,
+        sock,
         id: id.clone(),
     };
     let by_id = json!({"podSandboxId": id});
 
     // The pod's IP, as PodSandboxStatus reports it, came from host-local.
     let status = cri_ok(
-        &sock,
+        sock,
         "PodSandboxStatus",
         json!({"podSandboxId": id, "verbose": true}),
     );
@@ -779,7 +779,7 @@ fn containerd_cri_pod_with_host_port() {
         std::fs::read_to_string(res_dir.join(&ip)).unwrap(),
         format!("{id}\r\neth0")
     );
-    assert_eq!(veths(&host).len(), 1, "{:?}", links(&host));
+    assert_eq!(veths(host).len(), 1, "{:?}", links(host));
 
     // Loopback ran: its result is cached, and lo is up in the pod's netns.
     let info: Value =
@@ -817,29 +817,29 @@ fn containerd_cri_pod_with_host_port() {
         format!("10.70.62.1:{host_port}"),
         format!("{ip}:80"),
     ] {
-        let body = wait_for(20, || http_get(&host, &addr));
+        let body = wait_for(20, || http_get(host, &addr));
         assert_eq!(body.as_deref(), Some(PAGE), "GET http://{addr}/");
     }
-    assert!(nat(&host).contains(&format!("--dport {host_port}")));
+    assert!(nat(host).contains(&format!("--dport {host_port}")));
 
     // StopPodSandbox tears the network down: veth, address, rules, cache.
-    cri_ok(&sock, "StopPodSandbox", by_id.clone());
-    assert!(veths(&host).is_empty(), "veth left: {:?}", links(&host));
+    cri_ok(sock, "StopPodSandbox", by_id.clone());
+    assert!(veths(host).is_empty(), "veth left: {:?}", links(host));
     assert!(reservations(&res_dir).is_empty());
-    assert!(!nat(&host).contains(&ip), "rules left:\n{}", nat(&host));
-    assert!(!nat(&host).contains(&format!("--dport {host_port}")));
+    assert!(!nat(host).contains(&ip), "rules left:\n{}", nat(host));
+    assert!(!nat(host).contains(&format!("--dport {host_port}")));
     let left: Vec<_> = std::fs::read_dir(&cache)
         .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "cache records left: {left:?}");
-    let stopped = cri_ok(&sock, "PodSandboxStatus", by_id.clone());
+    let stopped = cri_ok(sock, "PodSandboxStatus", by_id.clone());
     assert_eq!(stopped["status"]["state"], "SANDBOX_NOTREADY", "{stopped}");
 
     // A second stop is a no-op (kubelet repeats it); then the pod goes.
-    cri_ok(&sock, "StopPodSandbox", by_id.clone());
-    cri_ok(&sock, "RemovePodSandbox", by_id);
+    cri_ok(sock, "StopPodSandbox", by_id.clone());
+    cri_ok(sock, "RemovePodSandbox", by_id);
     drop(pod);
-    let list = cri_ok(&sock, "ListPodSandbox", json!({}));
+    let list = cri_ok(sock, "ListPodSandbox", json!({}));
     assert_eq!(list["items"], json!([]), "{list}");
 }
 
