@@ -79,6 +79,44 @@ pub struct IpamConf {
     pub kind: Option<String>,
 }
 
+/// One entry of GC's list of attachments to keep.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct GcAttachment {
+    #[serde(rename = "containerID", default)]
+    container_id: String,
+    #[serde(default)]
+    ifname: String,
+}
+
+/// The keys GC's valid list may come under.
+#[derive(Debug, Default, Deserialize)]
+struct GcKeys {
+    #[serde(rename = "cni.dev/valid-attachments", default)]
+    valid: Option<Vec<GcAttachment>>,
+    /// libcni also sends this misspelt key (cni#1101).
+    #[serde(rename = "cni.dev/attachments", default)]
+    misspelt: Option<Vec<GcAttachment>>,
+}
+
+/// The attachments GC must keep, as (container ID, ifname):
+/// `cni.dev/valid-attachments` and the misspelt `cni.dev/attachments` that
+/// libcni also sends, together, without repeats. Both absent or null means
+/// none is valid, as libcni's own GC assumes. A list that is not a list of
+/// objects is code 7.
+pub fn valid_attachments(stdin: &[u8]) -> Result<Vec<(String, String)>, crate::CniError> {
+    let keys: GcKeys = crate::gojson::from_slice(stdin).map_err(|e| {
+        crate::CniError::invalid_config(format!("failed to parse the valid attachments: {e}"))
+    })?;
+    let mut out: Vec<(String, String)> = Vec::new();
+    for a in keys.valid.into_iter().chain(keys.misspelt).flatten() {
+        let pair = (a.container_id, a.ifname);
+        if !out.contains(&pair) {
+            out.push(pair);
+        }
+    }
+    Ok(out)
+}
+
 /// Parses a full config as the skel does: JSON errors are code 6, a missing
 /// or invalid name code 7.
 pub fn parse(stdin: &[u8]) -> Result<NetConf, crate::CniError> {
@@ -129,6 +167,42 @@ mod tests {
             "[]",
         ] {
             assert_eq!(parse(bad.as_bytes()).unwrap_err().code, 6, "{bad}");
+        }
+    }
+
+    #[test]
+    fn gc_valid_attachments_from_both_keys() {
+        let v = valid_attachments(
+            br#"{"name":"n","cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"},{"containerID":"a","ifname":"eth0"}],"cni.dev/attachments":[{"ContainerID":"b","IfName":"net1"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            vec![("a".into(), "eth0".into()), ("b".into(), "net1".into())]
+        );
+        for none in [
+            r#"{"name":"n"}"#,
+            r#"{"cni.dev/valid-attachments":null,"cni.dev/attachments":null}"#,
+            r#"{"cni.dev/valid-attachments":[]}"#,
+        ] {
+            assert!(
+                valid_attachments(none.as_bytes()).unwrap().is_empty(),
+                "{none}"
+            );
+        }
+        let partial = valid_attachments(br#"{"cni.dev/valid-attachments":[{"ifname":"x"}]}"#);
+        assert_eq!(partial.unwrap(), vec![(String::new(), "x".into())]);
+        for bad in [
+            r#"{"cni.dev/valid-attachments":{"a":1}}"#,
+            r#"{"cni.dev/attachments":5}"#,
+            r#"{"cni.dev/valid-attachments":[["a","eth0"]]}"#,
+            r#"{"cni.dev/valid-attachments":[{"containerID":5}]}"#,
+        ] {
+            assert_eq!(
+                valid_attachments(bad.as_bytes()).unwrap_err().code,
+                7,
+                "{bad}"
+            );
         }
     }
 

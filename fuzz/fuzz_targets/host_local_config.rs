@@ -10,5 +10,5 @@ fuzz_target!(|data: &[u8]| {
             assert!(set.capacity() > 0);
         }
     }
-    let _ = host_local::config::valid_attachments(data);
+    let _ = cni_skel::conf::valid_attachments(data);
 });

@@ -528,7 +528,7 @@ proptest! {
                 prop_assert!(set.capacity() > 0, "empty range set {set}");
             }
         }
-        let _ = host_local::config::valid_attachments(&v);
+        let _ = cni_skel::conf::valid_attachments(&v);
     }
 }
 

@@ -3,46 +3,14 @@
 use crate::config;
 use cni_net::Netlink;
 use cni_skel::delegate;
-use cni_skel::{CmdArgs, CmdResult, CniError, Command, Output};
-use serde::Deserialize;
-
-#[derive(Debug, Deserialize)]
-struct Attachment {
-    #[serde(rename = "containerID")]
-    container_id: String,
-    ifname: String,
-}
-
-/// The attachments to keep: `cni.dev/valid-attachments`, and the
-/// `cni.dev/attachments` spelling libcni also sends.
-pub fn valid_attachments(stdin: &[u8]) -> Result<Vec<(String, String)>, CniError> {
-    let v: serde_json::Value = serde_json::from_slice(stdin)
-        .map_err(|e| CniError::internal(format!("failed to load netconf: {e}")))?;
-    let mut out = Vec::new();
-    for key in ["cni.dev/valid-attachments", "cni.dev/attachments"] {
-        match v.get(key) {
-            None | Some(serde_json::Value::Null) => {}
-            Some(list) => {
-                let list: Vec<Attachment> = cni_skel::gojson::from_value(list)
-                    .map_err(|e| CniError::internal(format!("failed to parse {key}: {e}")))?;
-                for a in list {
-                    let pair = (a.container_id, a.ifname);
-                    if !out.contains(&pair) {
-                        out.push(pair);
-                    }
-                }
-            }
-        }
-    }
-    Ok(out)
-}
+use cni_skel::{CmdArgs, CmdResult, Command, Output};
 
 /// GC: forwards to IPAM, then removes the masquerade and spoof-check rules
 /// of attachments not in the valid list. Every step runs; the first error
 /// is returned.
 pub fn gc(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args)?;
-    let valid = valid_attachments(&args.stdin)?;
+    let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
     let mut errors = Vec::new();
     if conf.layer3
         && let Err(e) = delegate::ipam_run(Command::Gc, args)
@@ -84,21 +52,4 @@ pub fn status(args: &CmdArgs) -> CmdResult {
         delegate::ipam_run(Command::Status, args)?;
     }
     Ok(Output::Nothing)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn both_keys_are_read() {
-        let v = br#"{"cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}],
-                     "cni.dev/attachments":[{"containerID":"a","ifname":"eth0"},{"containerID":"b","ifname":"net1"}]}"#;
-        assert_eq!(
-            valid_attachments(v).unwrap(),
-            vec![("a".into(), "eth0".into()), ("b".into(), "net1".into())]
-        );
-        assert!(valid_attachments(b"{}").unwrap().is_empty());
-        assert!(valid_attachments(br#"{"cni.dev/attachments":5}"#).is_err());
-    }
 }

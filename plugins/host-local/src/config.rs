@@ -366,39 +366,6 @@ pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, CniError> {
     })
 }
 
-/// The attachments GC must keep: `cni.dev/valid-attachments` and the
-/// misspelt `cni.dev/attachments` that libcni also sends (cni#1101). Both
-/// absent or null means "none is valid", as libcni's own GC assumes.
-pub fn valid_attachments(stdin: &[u8]) -> Result<Vec<(String, String)>, CniError> {
-    let top: Value = serde_json::from_slice(stdin).map_err(|e| {
-        CniError::new(
-            code::DECODING_FAILURE,
-            format!("error unmarshall network config: {e}"),
-            "",
-        )
-    })?;
-    let top = object(&top, "config")?;
-    let mut out = Vec::new();
-    for key in ["cni.dev/valid-attachments", "cni.dev/attachments"] {
-        let Some(v) = top.get(key).filter(|v| !v.is_null()) else {
-            continue;
-        };
-        for (i, a) in array(v, key)?.iter().enumerate() {
-            let path = format!("{key}[{i}]");
-            let m = object(a, &path)?;
-            let field = |k: &str| -> Result<String, CniError> {
-                Ok(get(m, k)
-                    .map(|v| string(v, &format!("{path}.{k}")))
-                    .transpose()?
-                    .unwrap_or_default()
-                    .to_string())
-            };
-            out.push((field("containerID")?, field("ifname")?));
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -691,29 +658,5 @@ mod tests {
         // rangeStart without subnet is ignored
         let c = load_json(json!({"name":"n","ipam":{"rangeStart":"10.9.9.9","ranges":[[{"subnet":"10.1.2.0/24"}]]}}), "").unwrap();
         assert_eq!(c.ranges.len(), 1);
-    }
-
-    #[test]
-    fn gc_attachments() {
-        let a = valid_attachments(
-            br#"{"name":"n","cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}],"cni.dev/attachments":[{"containerID":"b","ifname":"net1"}]}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            a,
-            vec![
-                ("a".to_string(), "eth0".to_string()),
-                ("b".to_string(), "net1".to_string())
-            ]
-        );
-        assert!(
-            valid_attachments(br#"{"name":"n","cni.dev/valid-attachments":null}"#)
-                .unwrap()
-                .is_empty()
-        );
-        assert!(valid_attachments(br#"{"name":"n"}"#).unwrap().is_empty());
-        let e =
-            valid_attachments(br#"{"name":"n","cni.dev/valid-attachments":{"a":1}}"#).unwrap_err();
-        assert_eq!(e.details, r#"cni.dev/valid-attachments: {"a":1}"#);
     }
 }

@@ -95,7 +95,7 @@ impl Plugin for HostLocal {
 
     fn gc(&self, args: &CmdArgs) -> CmdResult {
         let conf = config::load(&args.stdin, &args.args)?;
-        let valid = config::valid_attachments(&args.stdin)?;
+        let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
         let Some(store) = Store::open_existing(&conf.network_dir())? else {
             return Ok(Output::Nothing);
         };

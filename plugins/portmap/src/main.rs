@@ -107,31 +107,6 @@ fn addrs_of(v4: Option<IpNetwork>, v6: Option<IpNetwork>) -> Vec<IpNetwork> {
     [v4, v6].into_iter().flatten().collect()
 }
 
-/// `cni.dev/valid-attachments` (or the spec's misspelt `cni.dev/attachments`):
-/// the container IDs whose rules GC keeps.
-fn valid_container_ids(stdin: &[u8]) -> Result<Vec<String>, CniError> {
-    let v: serde_json::Value = serde_json::from_slice(stdin)?;
-    let list = v
-        .get("cni.dev/valid-attachments")
-        .or_else(|| v.get("cni.dev/attachments"));
-    let mut out = Vec::new();
-    if let Some(list) = list {
-        let items = list.as_array().ok_or_else(|| {
-            CniError::invalid_config("cni.dev/valid-attachments must be a list of attachments")
-        })?;
-        for item in items {
-            let cid = item
-                .get("containerID")
-                .and_then(serde_json::Value::as_str)
-                .ok_or_else(|| {
-                    CniError::invalid_config("every valid attachment needs a containerID")
-                })?;
-            out.push(cid.to_string());
-        }
-    }
-    Ok(out)
-}
-
 impl Plugin for Portmap {
     fn about(&self) -> String {
         format!("CNI portmap plugin v{}", env!("CARGO_PKG_VERSION"))
@@ -212,7 +187,11 @@ impl Plugin for Portmap {
 
     fn gc(&self, args: &CmdArgs) -> CmdResult {
         let conf = config::parse(&args.stdin)?;
-        let valid = valid_container_ids(&args.stdin)?;
+        // Portmap's rules are per container, whatever the interface.
+        let valid: Vec<String> = cni_skel::conf::valid_attachments(&args.stdin)?
+            .into_iter()
+            .map(|(cid, _)| cid)
+            .collect();
         let _lock = lock();
         let mut errors = Vec::new();
         // Both backends: rules may have been written by either.
@@ -251,24 +230,5 @@ impl Plugin for Portmap {
             format!("portmap: {which} is not usable"),
             "",
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn valid_attachments() {
-        let ids = valid_container_ids(br#"{"cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"},{"containerID":"b","ifname":"eth1"}]}"#).unwrap();
-        assert_eq!(ids, vec!["a", "b"]);
-        let ids = valid_container_ids(
-            br#"{"cni.dev/attachments":[{"containerID":"c","ifname":"eth0"}]}"#,
-        )
-        .unwrap();
-        assert_eq!(ids, vec!["c"]);
-        assert!(valid_container_ids(br#"{}"#).unwrap().is_empty());
-        assert!(valid_container_ids(br#"{"cni.dev/valid-attachments":{}}"#).is_err());
-        assert!(valid_container_ids(br#"{"cni.dev/valid-attachments":[{"ifname":"x"}]}"#).is_err());
     }
 }

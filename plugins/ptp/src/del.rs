@@ -4,7 +4,6 @@ use crate::config;
 use cni_fw::masq::{self, Attachment};
 use cni_net::{NetNs, Netlink};
 use cni_skel::{CmdArgs, CmdResult, CniError, Command, Output, delegate};
-use serde::Deserialize;
 
 /// One error as it is; several joined into one message (the first one's code).
 fn report(mut errors: Vec<CniError>) -> CmdResult {
@@ -56,40 +55,11 @@ pub fn del(args: &CmdArgs) -> CmdResult {
     report(errors)
 }
 
-#[derive(Debug, Deserialize)]
-struct GcAttachment {
-    #[serde(rename = "containerID", default)]
-    container_id: String,
-    #[serde(default)]
-    ifname: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct GcConf {
-    #[serde(rename = "cni.dev/valid-attachments", default)]
-    valid: Option<Vec<GcAttachment>>,
-    /// libcni also sends the misspelt key (cni#1101).
-    #[serde(rename = "cni.dev/attachments", default)]
-    attachments: Option<Vec<GcAttachment>>,
-}
-
-/// The attachments to keep: both keys together; none given = none valid.
-fn valid_attachments(stdin: &[u8]) -> Result<Vec<(String, String)>, CniError> {
-    let c: GcConf = cni_skel::gojson::from_slice(stdin)
-        .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
-    Ok(c.valid
-        .into_iter()
-        .chain(c.attachments)
-        .flatten()
-        .map(|a| (a.container_id, a.ifname))
-        .collect())
-}
-
 /// GC: forwarded to IPAM, then the masquerade rules of this network's
 /// attachments that are not valid any more are removed (both backends).
 pub fn gc(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args)?;
-    let valid = valid_attachments(&args.stdin)?;
+    let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
     let mut errors = Vec::new();
     if let Err(e) = delegate::ipam_run(Command::Gc, args) {
         errors.push(e);
@@ -103,25 +73,6 @@ pub fn gc(args: &CmdArgs) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn attachments_from_both_keys() {
-        let v = valid_attachments(
-            br#"{"cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}],"cni.dev/attachments":[{"containerID":"b","ifname":"net1"}]}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            v,
-            vec![("a".into(), "eth0".into()), ("b".into(), "net1".into())]
-        );
-        assert!(valid_attachments(br#"{"name":"n"}"#).unwrap().is_empty());
-        assert!(
-            valid_attachments(br#"{"cni.dev/attachments":null}"#)
-                .unwrap()
-                .is_empty()
-        );
-        assert!(valid_attachments(br#"{"cni.dev/attachments":{"a":1}}"#).is_err());
-    }
 
     #[test]
     fn errors_are_joined() {
