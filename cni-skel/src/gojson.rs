@@ -8,7 +8,8 @@
 //! fields tagged `hostPort`, `containerPort` and `subnet`.
 //!
 //! [`from_value`] and [`from_slice`] give any `Deserialize` type those
-//! rules, at every depth: a struct's keys are folded onto the field names
+//! rules, at every depth ([`field`] is the same lookup for config read by
+//! hand): a struct's keys are folded onto the field names
 //! serde declares for it (renames included), before the derived code sees
 //! them. A struct is only read from a JSON object, as in Go (serde alone
 //! would also accept an array).
@@ -27,6 +28,19 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
 /// Deserialises `T` from a JSON value with Go's key matching.
 pub fn from_value<'a, T: Deserialize<'a>>(v: &'a Value) -> Result<T, Error> {
     T::deserialize(GoValue(v))
+}
+
+/// Looks `key` up in a JSON object as Go matches a struct field: the exact
+/// key first, then one equal to it ignoring ASCII case. `null` is absent.
+/// For config read by hand rather than through serde.
+pub fn field<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    m.get(key)
+        .or_else(|| {
+            m.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                .map(|(_, v)| v)
+        })
+        .filter(|v| !v.is_null())
 }
 
 /// The field `key` names: itself if declared, else the first declared field

@@ -8,6 +8,8 @@
 
 use crate::range::{Cidr, RangeSet, RawRange, canonical};
 use cni_skel::error::code;
+// Go's key matching (exact, then case-insensitive; null is absent).
+use cni_skel::gojson::field as get;
 use cni_skel::{CniError, Route};
 use ipnetwork::IpNetwork;
 use serde_json::{Map, Value};
@@ -46,18 +48,6 @@ impl IpamConfig {
 /// A config error: code 7, the message, and `key: value` as details.
 pub fn invalid(msg: impl Into<String>, key: &str, value: &Value) -> CniError {
     CniError::new(code::INVALID_NETWORK_CONFIG, msg, format!("{key}: {value}"))
-}
-
-/// Looks a key up as Go's `encoding/json` does: exact match first, then a
-/// case-insensitive one. JSON `null` counts as absent.
-fn get<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    m.get(key)
-        .or_else(|| {
-            m.iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(key))
-                .map(|(_, v)| v)
-        })
-        .filter(|v| !v.is_null())
 }
 
 fn object<'a>(v: &'a Value, key: &str) -> Result<&'a Map<String, Value>, CniError> {
