@@ -175,9 +175,9 @@ impl Netlink {
         })
     }
 
-    /// A connection to `ns`: the socket is created on a thread inside `ns`
-    /// (a netlink socket belongs to the namespace it was created in), then
-    /// used from the caller's thread.
+    /// A connection to `ns`: the socket is created inside `ns` ([`NetNs::run`];
+    /// a netlink socket belongs to the namespace it was created in), then
+    /// used from wherever the caller is.
     pub fn for_ns(ns: &NetNs) -> Result<Netlink, NetError> {
         let sock = ns
             .run(Socket::route)?
