@@ -215,9 +215,32 @@ mod tests {
         let b = NetNs::new_anonymous().unwrap();
         let me = NetNs::current().unwrap();
         assert!(!a.is_same(&b) && !a.is_same(&me));
-        // A thread inside `a` sees `a` as its own namespace; ours is unchanged.
+        // Inside `a`, `a` is the thread's own namespace; after, ours again.
         let inside = a.run(|| NetNs::current().unwrap()).unwrap();
         assert!(inside.is_same(&a));
+        assert!(NetNs::current().unwrap().is_same(&me));
+        // Nested: back to `a`, then to ours.
+        let (in_b, back_in_a) = a
+            .run(|| {
+                let in_b = b.run(|| NetNs::current().unwrap()).unwrap();
+                (in_b, NetNs::current().unwrap())
+            })
+            .unwrap();
+        assert!(in_b.is_same(&b) && back_in_a.is_same(&a));
+        assert!(NetNs::current().unwrap().is_same(&me));
+    }
+
+    #[test]
+    fn run_returns_home_when_the_closure_panics() {
+        if skip_unless_root("netns::run_returns_home_when_the_closure_panics") {
+            return;
+        }
+        let a = NetNs::new_anonymous().unwrap();
+        let me = NetNs::current().unwrap();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            a.run(|| panic!("inside")).unwrap();
+        }));
+        assert!(caught.is_err());
         assert!(NetNs::current().unwrap().is_same(&me));
     }
 }
