@@ -834,6 +834,44 @@ fn add_failure_leaves_nothing() {
     del("f5", &host, &cont, &c);
 }
 
+/// A second interface of one container on the same network: its routes
+/// would be the first one's (same destinations), so ADD fails on the
+/// existing route, as the reference's does, instead of taking the routes
+/// over and cutting the first interface off. Unlike the reference (which
+/// leaves the second veth pair behind), everything it made is undone.
+#[test]
+fn second_attachment_on_the_same_subnet_fails_and_spares_the_first() {
+    if skip_unless_root("ptp::second_attachment_on_the_same_subnet_fails_and_spares_the_first") {
+        return;
+    }
+    let data = DataDir::new("pt16");
+    let (host, cont) = (host_ns(), container_ns());
+    let c = conf(&data, "1.0.0", 16, true, false, json!({}));
+    let first = add("s1", &host, &cont, &c);
+    let e = Invocation::new(ours(), "ADD")
+        .attach("s1", &cont, "eth1")
+        .in_host(&host)
+        .config(&c)
+        .run()
+        .err();
+    let msg = e["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("failed to add route") && msg.contains("File exists"),
+        "{e}"
+    );
+    // Only the first attachment is left, and it still works.
+    assert!(!cont.exec("ip", &["link", "show", "eth1"]).status.success());
+    assert_eq!(veths(&host).len(), 1, "{:?}", veths(&host));
+    assert_eq!(
+        data.reservations().into_keys().collect::<Vec<_>>(),
+        result_ips(&first)
+    );
+    run(&ours(), "CHECK", "s1", &host, &cont, &with_prev(&c, &first)).ok();
+    assert!(ping(&cont, "10.40.16.1"));
+    del("s1", &host, &cont, &with_prev(&c, &first));
+    assert!(veths(&host).is_empty() && !has_reservation(&data));
+}
+
 #[test]
 fn parallel_adds() {
     if skip_unless_root("ptp::parallel_adds") {

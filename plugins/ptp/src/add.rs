@@ -54,78 +54,42 @@ pub fn gateways(result: &CniResult) -> Result<Vec<(IpNetwork, IpAddr)>, CniError
 }
 
 /// As the reference: every packet to the subnet goes through the gateway.
-/// The kernel's prefix route `<subnet> dev <if>` is replaced by
-/// `<gw>/32|128 dev <if> scope link src <ip>` and
-/// `<subnet> via <gw> dev <if> src <ip>`. (The result's own routes were
-/// added before, while the prefix route still made any gateway in the
-/// subnet reachable.)
+/// Per address, the kernel's prefix route `<subnet> dev <if>` is deleted,
+/// then `<gw>/32|128 dev <if> scope link src <ip>` and
+/// `<subnet> via <gw> dev <if> src <ip>` are added. (The result's own
+/// routes were added before, while the prefix route still made any gateway
+/// in the subnet reachable.)
 ///
-/// IPv4: the subnet route has the prefix route's key (metric 0), so one
-/// `NLM_F_REPLACE` request swaps them. IPv6: the kernel's prefix route has
-/// metric 256 and ours 1024 (as the reference's), so it is deleted first.
+/// A route that already exists is an error, as in the reference: another
+/// interface of the container on the same subnet holds it, and taking it
+/// over (a replace) would cut that interface off.
 fn replace_prefix_routes(
     nl: &Netlink,
     pairs: &[(IpNetwork, IpAddr)],
     link: &Link,
 ) -> Result<(), CniError> {
-    let add = |r: &Route, replace: bool| {
-        let res = if replace {
-            nl.replace_route(r)
-        } else {
-            nl.add_route(r)
-        };
-        match res {
-            Ok(()) => Ok(()),
-            Err(e) if e.is_exists() => Ok(()),
-            Err(e) => Err(CniError::internal(format!(
-                "failed to add route {r} on {}: {e}",
-                link.name
-            ))),
-        }
-    };
-    for (route, how) in ptp_routes(pairs, link.index) {
-        if how == How::DeletePrefixThenAdd {
-            let prefix = Route::new(route.dst).dev(link.index);
-            nl.del_route(&prefix).map_err(|e| {
-                CniError::internal(format!("failed to delete route {}: {e}", route.dst))
+    for (addr, gw) in pairs {
+        let prefix = Route::new(subnet(addr)).dev(link.index);
+        nl.del_route(&prefix).map_err(|e| {
+            CniError::internal(format!("failed to delete route {}: {e}", prefix.dst))
+        })?;
+        for route in ptp_routes(*addr, *gw, link.index) {
+            nl.add_route(&route).map_err(|e| {
+                CniError::internal(format!("failed to add route {route} on {}: {e}", link.name))
             })?;
         }
-        add(&route, how == How::ReplacePrefix)?;
     }
     Ok(())
 }
 
-/// How a ptp route goes in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum How {
-    /// A plain add.
-    Add,
-    /// Replaces the kernel's prefix route in one request (IPv4).
-    ReplacePrefix,
-    /// The kernel's prefix route is deleted first (IPv6).
-    DeletePrefixThenAdd,
-}
-
-/// The container's ptp routes in order, with how each goes in.
-fn ptp_routes(pairs: &[(IpNetwork, IpAddr)], oif: u32) -> Vec<(Route, How)> {
-    let mut out = Vec::new();
-    for (addr, gw) in pairs {
-        let mut to_gw = Route::new(host_net(*gw)).dev(oif);
-        to_gw.scope = Some(scope::LINK);
-        to_gw.src = Some(addr.ip());
-        let mut via = Route::new(subnet(addr)).via(*gw).dev(oif);
-        via.src = Some(addr.ip());
-        out.push((to_gw, How::Add));
-        out.push((
-            via,
-            if addr.is_ipv4() {
-                How::ReplacePrefix
-            } else {
-                How::DeletePrefixThenAdd
-            },
-        ));
-    }
-    out
+/// The container's two ptp routes for one address, in order.
+fn ptp_routes(addr: IpNetwork, gw: IpAddr, oif: u32) -> [Route; 2] {
+    let mut to_gw = Route::new(host_net(gw)).dev(oif);
+    to_gw.scope = Some(scope::LINK);
+    to_gw.src = Some(addr.ip());
+    let mut via = Route::new(subnet(&addr)).via(gw).dev(oif);
+    via.src = Some(addr.ip());
+    [to_gw, via]
 }
 
 /// The host side: the gateway on the host veth, a host route to each
@@ -343,33 +307,22 @@ mod tests {
 
     #[test]
     fn routes_replace_the_prefix_route() {
-        let pairs = vec![
+        let pairs: Vec<(IpNetwork, IpAddr)> = vec![
             ("10.0.0.5/24".parse().unwrap(), "10.0.0.1".parse().unwrap()),
             ("fd00::5/64".parse().unwrap(), "fd00::1".parse().unwrap()),
         ];
-        let r: Vec<(String, How)> = ptp_routes(&pairs, 7)
-            .into_iter()
-            .map(|(r, rep)| (r.to_string(), rep))
+        let r: Vec<String> = pairs
+            .iter()
+            .flat_map(|(a, g)| ptp_routes(*a, *g, 7))
+            .map(|r| r.to_string())
             .collect();
         assert_eq!(
             r,
-            vec![
-                (
-                    "10.0.0.1/32 dev 7 src 10.0.0.5 scope 253".to_string(),
-                    How::Add
-                ),
-                (
-                    "10.0.0.0/24 via 10.0.0.1 dev 7 src 10.0.0.5".to_string(),
-                    How::ReplacePrefix
-                ),
-                (
-                    "fd00::1/128 dev 7 src fd00::5 scope 253".to_string(),
-                    How::Add
-                ),
-                (
-                    "fd00::/64 via fd00::1 dev 7 src fd00::5".to_string(),
-                    How::DeletePrefixThenAdd
-                ),
+            [
+                "10.0.0.1/32 dev 7 src 10.0.0.5 scope 253",
+                "10.0.0.0/24 via 10.0.0.1 dev 7 src 10.0.0.5",
+                "fd00::1/128 dev 7 src fd00::5 scope 253",
+                "fd00::/64 via fd00::1 dev 7 src fd00::5",
             ]
         );
         assert_eq!(
