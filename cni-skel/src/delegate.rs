@@ -193,6 +193,7 @@ mod tests {
             netns_override: false,
             stdin: b"{}".to_vec(),
             conf: crate::conf::NetConf::default(),
+            invoker: None,
         }
     }
 

@@ -148,9 +148,22 @@ pub struct CmdArgs {
     pub stdin: Vec<u8>,
     /// The common keys of the config.
     pub conf: crate::conf::NetConf,
+    /// The pid of the process that ran the plugin, read when the plugin
+    /// started (before stdin), so that [`CmdArgs::invoker_gone`] can tell
+    /// whether anyone is still waiting for the result.
+    pub invoker: Option<u32>,
 }
 
 impl CmdArgs {
+    /// True when the process that ran the plugin has exited since the
+    /// plugin started (this process was handed to another parent): a
+    /// runtime, or a delegating plugin killed mid-ADD. Its result would
+    /// reach nobody, so what it would reserve would leak.
+    pub fn invoker_gone(&self) -> bool {
+        self.invoker
+            .is_some_and(|pid| pid != std::os::unix::process::parent_id())
+    }
+
     /// The config's `cniVersion` (`0.1.0` when missing).
     pub fn cni_version(&self) -> &str {
         self.conf.cni_version()

@@ -164,6 +164,8 @@ pub fn dispatch(
     getenv: &dyn Fn(&str) -> Option<String>,
     mut stdin: Box<dyn Read>,
 ) -> Outcome {
+    // Before anything can block (stdin): who is waiting for us.
+    let invoker = Some(std::os::unix::process::parent_id());
     let var = |k: &str| getenv(k).unwrap_or_default();
     let cmd_text = var("CNI_COMMAND");
     let supported = plugin.supported_versions();
@@ -252,6 +254,7 @@ pub fn dispatch(
         ),
         stdin: raw,
         conf,
+        invoker,
     };
     match call(plugin, &args, &supported) {
         Ok(Output::Nothing) => Outcome {

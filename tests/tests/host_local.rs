@@ -1052,3 +1052,109 @@ fn interoperates_with_the_go_plugin() {
             .contains("duplicate allocation")
     );
 }
+
+/// The pid of a child of `parent` running `exe`, once it is blocked
+/// reading its stdin (by then the skel has noted who its parent is).
+fn child_reading_stdin(parent: u32, exe: &Path) -> Option<u32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // "pid (comm) state ppid ...": the comm may hold spaces.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid != Some(parent) || std::fs::read_link(e.path().join("exe")).ok()? != exe {
+            continue;
+        }
+        // /proc/<pid>/syscall: "0 0x0 …" is read(0, …) on x86_64 and arm64
+        // numbers it 63; accept either.
+        let sc = std::fs::read_to_string(e.path().join("syscall")).unwrap_or_default();
+        if sc.starts_with("0 0x0 ") || sc.starts_with("63 0x0 ") {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// A bridge or ptp killed mid-ADD leaves its IPAM child running, and the
+/// runtime may send DEL before that child reserves: the address would
+/// leak. host-local notes its parent when it starts; if the parent has
+/// gone by the time it has reserved, it gives the addresses back (still
+/// under the lock) and fails.
+#[test]
+fn add_whose_caller_died_gives_the_address_back() {
+    use std::io::Write;
+    use std::process::Command;
+    let d = DataDir::new("hlorphan");
+    let conf = d.conf("1.0.0", json!({"subnet": "10.1.77.0/24"}));
+    std::fs::create_dir_all(d.path()).unwrap();
+    let fifo = d.path().join("stdin");
+    let out = d.path().join("stdout");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    // A write end held open (O_RDWR does not wait for a reader): the plugin
+    // blocks reading its stdin instead of seeing EOF.
+    let mut writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let exe = ours();
+    // `; true` keeps the shell from exec'ing the plugin: the shell is the
+    // parent, and the one this test kills.
+    let mut parent = Command::new("sh")
+        .args(["-c", "\"$0\" < \"$1\" > \"$2\"; true"])
+        .arg(&exe)
+        .arg(&fifo)
+        .arg(&out)
+        .env("CNI_COMMAND", "ADD")
+        .env("CNI_CONTAINERID", "orphan")
+        .env("CNI_NETNS", NO_NETNS)
+        .env("CNI_IFNAME", "eth0")
+        .env("CNI_PATH", "/nonexistent")
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let plugin = loop {
+        if let Some(pid) = child_reading_stdin(parent.id(), &exe) {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host-local never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    writer.write_all(conf.to_string().as_bytes()).unwrap();
+    drop(writer);
+    // The plugin now belongs to another parent; wait for it to finish.
+    let gone = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true)
+    };
+    while !gone(plugin) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host-local did not finish"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let answer: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(
+        answer["msg"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("has exited: released [10.1.77.2]"),
+        "{answer}"
+    );
+    assert!(d.reservations().is_empty(), "{:?}", d.reservations());
+    // A caller that stays gets its address as usual.
+    let r = add(&conf, "orphan", "eth0").ok();
+    assert_eq!(r["ips"][0]["address"], "10.1.77.3/24", "{r}");
+}

@@ -38,13 +38,24 @@ impl Plugin for HostLocal {
         let store = Store::create(&conf.network_dir())?;
         let ips = {
             let mut session = store.session(Sync::Fast)?;
-            allocator::allocate(
+            let ips = allocator::allocate(
                 &conf.ranges,
                 &mut session,
                 &args.container_id,
                 &args.ifname,
                 &conf.requested,
-            )?
+            )?;
+            // A delegating plugin killed mid-ADD leaves this process
+            // running; its runtime may already have sent the DEL. Still
+            // under the lock: give back exactly what this ADD took.
+            if args.invoker_gone() {
+                let taken: Vec<_> = ips.iter().map(|c| c.address.ip()).collect();
+                allocator::Store::unreserve(&mut session, &taken)?;
+                return Err(CniError::internal(format!(
+                    "the process that asked for an address has exited: released {taken:?}"
+                )));
+            }
+            ips
         };
         Ok(CniResult {
             cni_version: conf.cni_version,
