@@ -141,7 +141,14 @@ fn torn_files(net_dir: &Path, cids: &[String]) -> Vec<String> {
         if name.parse::<std::net::IpAddr>().is_err() {
             continue;
         }
-        let data = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let data = match std::fs::read_to_string(e.path()) {
+            Ok(d) => d,
+            // Gone between listing and reading (an orphaned IPAM child
+            // giving its address back, see host-local's invoker check):
+            // removed whole, not torn.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) => String::new(),
+        };
         let ok = cids.iter().any(|c| data == format!("{c}\r\neth0"));
         if !ok {
             bad.push(format!("{name}: {data:?}"));
