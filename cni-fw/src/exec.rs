@@ -40,7 +40,7 @@ impl ToolError {
 /// Runs `program args` with `stdin`, returning stdout on success.
 pub fn run(program: &str, args: &[&str], stdin: &str) -> Result<String, ToolError> {
     log::debug!("{program} {args:?} <<{stdin}");
-    let mut child = Command::new(program)
+    let mut child = cni_net::process::die_with_parent(&mut Command::new(program))
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,7 +1,8 @@
 //! Kernel networking for rcni plugins: network namespaces, a blocking,
 //! hand-built rtnetlink client, and sysctls.
 //!
-//! This is the only crate that touches the kernel network API. Plugins see
+//! This is the only crate that touches the kernel network API, and the only
+//! one with `unsafe` (one block: [`process::die_with_parent`]). Plugins see
 //! plain blocking calls and small owned types ([`Link`], [`Addr`], [`Route`]).
 //! The messages are built and parsed here rather than with rtnetlink and
 //! tokio: that keeps a plugin binary about a megabyte smaller (see README).
@@ -25,6 +26,7 @@ pub mod iface;
 pub mod netns;
 pub mod nf_tables;
 mod nlmsg;
+pub mod process;
 pub mod rollback;
 pub mod route_get;
 pub mod rtnl;
