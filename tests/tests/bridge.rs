@@ -457,6 +457,31 @@ fn mtu_hairpin_promisc_and_match_reference() {
     w.del(&conf, "c1", &c);
 }
 
+/// Config keys in another case reach their fields, as Go's encoding/json
+/// matches them (runtimes built on go-cni depend on it for capability
+/// arguments): the same kernel state as the reference's.
+#[test]
+fn keys_in_any_case_like_the_reference() {
+    if skip_unless_root("keys_in_any_case_like_the_reference") {
+        return;
+    }
+    compare("keys_in_any_case", 24, |w| {
+        let conf = w.conf(
+            Fam::V4,
+            json!({"MTU": 1400, "HairpinMode": true, "isgateway": true}),
+        );
+        let c = w.container();
+        w.add(&conf, "c1", &c);
+        let s = w.state(&[&c]);
+        assert_eq!(s["bridge"]["mtu"], 1400, "{s}");
+        assert_eq!(s["ports"][0]["hairpin"], true, "{s}");
+        assert_eq!(s["containers"][0]["mtu"], 1400, "{s}");
+        ping(&c, &w.v4(1));
+        w.del(&conf, "c1", &c);
+        s
+    });
+}
+
 #[test]
 fn route_mtu_and_advmss_are_applied() {
     if skip_unless_root("route_mtu_and_advmss_are_applied") {
