@@ -17,7 +17,6 @@ pub(crate) const NLM_F_REQUEST: u16 = 0x1;
 pub(crate) const NLM_F_ACK: u16 = 0x4;
 pub(crate) const NLM_F_DUMP_INTR: u16 = 0x10;
 pub(crate) const NLM_F_DUMP: u16 = 0x300;
-pub(crate) const NLM_F_REPLACE: u16 = 0x100;
 pub(crate) const NLM_F_EXCL: u16 = 0x200;
 pub(crate) const NLM_F_CREATE: u16 = 0x400;
 

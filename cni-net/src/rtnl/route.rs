@@ -2,8 +2,7 @@
 
 use super::msg::{
     self, AF_INET, AF_INET6, Malformed, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
-    NLM_F_REPLACE, NLM_F_REQUEST, RTM_DELROUTE, RTM_GETROUTE, RTM_NEWROUTE, Request, attrs,
-    ip_bytes, ip_of,
+    NLM_F_REQUEST, RTM_DELROUTE, RTM_GETROUTE, RTM_NEWROUTE, Request, attrs, ip_bytes, ip_of,
 };
 use super::{IpFamily, Netlink, TABLE_MAIN, ok_if_missing, scope};
 use crate::error::{NetError, libc_errno};
@@ -347,25 +346,15 @@ pub(crate) fn dump_request(family: IpFamily) -> Request {
 impl Netlink {
     // ---- routes ----
 
-    fn send_route(&self, route: &Route, replace: bool) -> Result<(), NetError> {
-        let mode = if replace { NLM_F_REPLACE } else { NLM_F_EXCL };
+    /// Adds a route; an identical one already present is an EEXIST error.
+    pub fn add_route(&self, route: &Route) -> Result<(), NetError> {
         let req = route.to_request(
             RTM_NEWROUTE,
-            NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | mode,
+            NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
             false,
         )?;
         log::debug!("add route {route}");
         self.exec(req, &format!("add route {route}"))
-    }
-
-    /// Adds a route; an identical one already present is an EEXIST error.
-    pub fn add_route(&self, route: &Route) -> Result<(), NetError> {
-        self.send_route(route, false)
-    }
-
-    /// Adds a route or replaces the one with the same key.
-    pub fn replace_route(&self, route: &Route) -> Result<(), NetError> {
-        self.send_route(route, true)
     }
 
     /// Deletes the first route matching `route` (unset fields match any);

@@ -353,7 +353,6 @@ fn routes() {
             .starts_with("add route 10.9.0.0/16 via 10.1.2.1 dev "),
         "{e}"
     );
-    nl.replace_route(&r).unwrap();
 
     let default = Route::default_route(IpFamily::V4)
         .via("10.1.2.1".parse().unwrap())
