@@ -6,6 +6,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 /// The keys every plugin shares. Unknown keys are ignored, as in the reference.
+/// Read with [`crate::gojson`] (see [`parse`]), so `ipam` and `dns` must be
+/// objects, as the reference requires.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NetConf {
@@ -19,10 +21,10 @@ pub struct NetConf {
     #[serde(default, rename = "type")]
     pub kind: Option<String>,
     /// The IPAM section.
-    #[serde(default, deserialize_with = "object")]
+    #[serde(default)]
     pub ipam: Option<IpamConf>,
     /// DNS settings.
-    #[serde(default, deserialize_with = "object")]
+    #[serde(default)]
     pub dns: Option<Dns>,
     /// Capability arguments from the runtime.
     #[serde(default)]
@@ -56,19 +58,6 @@ impl NetConf {
             .and_then(|i| i.kind.as_deref())
             .filter(|t| !t.is_empty())
     }
-}
-
-/// Deserialises a struct only from a JSON object (serde would also take an
-/// array for a struct, which the reference refuses).
-pub fn object<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: serde::de::DeserializeOwned,
-{
-    use serde::de::Error;
-    let m: Option<Map<String, Value>> = Option::deserialize(d)?;
-    m.map(|m| crate::gojson::from_value(&Value::Object(m)).map_err(D::Error::custom))
-        .transpose()
 }
 
 /// The `ipam` section as the delegating plugin sees it: only the type.

@@ -374,47 +374,6 @@ fn decode_err(e: impl std::fmt::Display) -> CniError {
     )
 }
 
-/// serde's derived structs also accept a JSON array (as a sequence of
-/// fields), which Go's decoder refuses: every place a result holds a
-/// struct must hold an object (or null).
-fn objects_where_structs(value: &Value, family: Family) -> Result<(), CniError> {
-    fn object_or_null(v: Option<&Value>, key: &str) -> Result<(), CniError> {
-        match v {
-            None | Some(Value::Null | Value::Object(_)) => Ok(()),
-            Some(other) => Err(decode_err(format!("{key} must be an object, not {other}"))),
-        }
-    }
-    fn objects_in(v: Option<&Value>, key: &str) -> Result<(), CniError> {
-        if let Some(Value::Array(items)) = v {
-            for (i, item) in items.iter().enumerate() {
-                if !item.is_object() {
-                    return Err(decode_err(format!(
-                        "{key}[{i}] must be an object, not {item}"
-                    )));
-                }
-            }
-        }
-        Ok(())
-    }
-    object_or_null(Some(value), "result")?;
-    object_or_null(value.get("dns"), "dns")?;
-    match family {
-        Family::V1 | Family::V04 => {
-            for key in ["interfaces", "ips", "routes"] {
-                objects_in(value.get(key), key)?;
-            }
-        }
-        Family::V02 => {
-            for key in ["ip4", "ip6"] {
-                let ip = value.get(key);
-                object_or_null(ip, key)?;
-                objects_in(ip.and_then(|i| i.get("routes")), &format!("{key}.routes"))?;
-            }
-        }
-    }
-    Ok(())
-}
-
 fn result_version(value: &Value, default: &str) -> Result<String, CniError> {
     match value.get("cniVersion") {
         None | Some(Value::Null) => Ok(default.to_string()),
@@ -456,7 +415,6 @@ impl CniResult {
     }
 
     fn from_value(value: Value, version: &str, family: Family) -> Result<CniResult, CniError> {
-        objects_where_structs(&value, family)?;
         let mut r = CniResult {
             cni_version: version.to_string(),
             ..Default::default()
