@@ -169,17 +169,6 @@ impl CmdArgs {
         self.conf.cni_version()
     }
 
-    /// Parses the whole config into a plugin's own type.
-    pub fn parse_config<T: serde::de::DeserializeOwned>(&self) -> Result<T, CniError> {
-        serde_json::from_slice(&self.stdin).map_err(|e| {
-            CniError::new(
-                code::INVALID_NETWORK_CONFIG,
-                format!("failed to load netconf: {e}"),
-                "",
-            )
-        })
-    }
-
     /// The `prevResult`, parsed in the config's version family.
     pub fn prev_result(&self) -> Result<Option<crate::types::CniResult>, CniError> {
         match &self.conf.prev_result {
