@@ -168,28 +168,21 @@ impl<'a> Entries<'a> {
     }
 
     fn folded(m: &'a Map<String, Value>, fields: &'static [&'static str]) -> Self {
-        let entries = m
-            .iter()
-            .filter(|(_, v)| !v.is_null())
-            .filter_map(|(k, v)| {
-                let f = field_for(k, fields);
-                // An exact key wins over a differently cased one.
-                (f == k || !m.contains_key(f)).then_some((f, v))
-            })
-            .collect::<Vec<_>>();
-        // Two spellings of one field that is not given exactly: keep one,
-        // as Go keeps the last it reads.
-        let mut deduped: Vec<(&'a str, &'a Value)> = Vec::with_capacity(entries.len());
-        for (k, v) in entries {
-            match deduped.iter_mut().find(|(dk, _)| *dk == k) {
+        let mut entries: Vec<(&'a str, &'a Value)> = Vec::with_capacity(m.len());
+        for (k, v) in m.iter().filter(|(_, v)| !v.is_null()) {
+            let f = field_for(k, fields);
+            // An exact key wins over a differently cased one.
+            if f != k && m.contains_key(f) {
+                continue;
+            }
+            // Two spellings of a field not given exactly: keep one, as Go
+            // keeps the last it reads.
+            match entries.iter_mut().find(|(seen, _)| *seen == f) {
                 Some(slot) => slot.1 = v,
-                None => deduped.push((k, v)),
+                None => entries.push((f, v)),
             }
         }
-        Entries {
-            entries: deduped,
-            next: 0,
-        }
+        Entries { entries, next: 0 }
     }
 }
 
