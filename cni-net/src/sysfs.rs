@@ -9,34 +9,53 @@
 //! gave: otherwise callers fall back to netlink. Never use this for a
 //! container's links.
 
+use nix::fcntl::{OFlag, open, openat};
+use nix::sys::stat::Mode;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
-fn read_trimmed(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim_end_matches('\n').to_string())
+/// One attribute of the device directory `dir`, without the newline;
+/// `None` when unreadable or longer than any attribute read here.
+fn read_attr(dir: &OwnedFd, attr: &str) -> Option<String> {
+    let fd = openat(dir, attr, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
+    let mut buf = [0u8; 128];
+    // sysfs hands out an attribute whole in one read.
+    let n = File::from(fd).read(&mut buf).ok()?;
+    if n == buf.len() {
+        return None;
+    }
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    Some(text.trim_end_matches('\n').to_string())
 }
 
 /// Reads the attributes `names` of the link `name`, if
-/// `/sys/class/net/<name>` exists and is the device with index `index`
-/// (checked before and after, as the name may move to another device).
+/// `/sys/class/net/<name>` exists and is the device with index `index`.
+///
+/// The device directory is opened once and the attributes read relative to
+/// it: the open directory stays that device's even if it is renamed, and
+/// reads fail once it is deleted, so one `ifindex` check covers them all
+/// (and each read skips the walk through `/sys/class/net`'s symlink).
 fn link_attrs<const N: usize>(name: &str, index: u32, names: [&str; N]) -> Option<[String; N]> {
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
         return None;
     }
-    let dir = Path::new("/sys/class/net").join(name);
-    let same = || -> Option<bool> {
-        let ifindex: u32 = read_trimmed(&dir.join("ifindex"))?.parse().ok()?;
-        Some(ifindex == index)
-    };
-    if !same()? {
+    let dir = open(
+        &Path::new("/sys/class/net").join(name),
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let ifindex: u32 = read_attr(&dir, "ifindex")?.parse().ok()?;
+    if ifindex != index {
         return None;
     }
     let mut out: [String; N] = std::array::from_fn(|_| String::new());
     for (slot, attr) in out.iter_mut().zip(names) {
-        *slot = read_trimmed(&dir.join(attr))?;
+        *slot = read_attr(&dir, attr)?;
     }
-    same()?.then_some(out)
+    Some(out)
 }
 
 /// The MAC (`aa:bb:..`) of the host link `name` with index `index`.

@@ -13,8 +13,10 @@
 //! address is taken, and otherwise makes a *complete* file appear at once,
 //! so a process killed at any instant never leaves an empty or partial
 //! reservation (the reference's `O_EXCL` + write can: plugins#498).
-//! `last_reserved_ip.<set>` is replaced by unlink, then temp file + `rename`
-//! (see [`Session::set_last_reserved`] for why not a plain rename). Temp files
+//! `last_reserved_ip.<set>` is overwritten in place by one `pwrite` when the
+//! new address is at least as long as the old one (a single write lands
+//! whole or not at all), else replaced by unlink, then temp file + `rename`
+//! (see [`Session::set_last_reserved`]). Temp files
 //! are only created under the lock, so any temp file seen under the lock
 //! belongs to a dead process; the next session that lists the directory
 //! removes it (after a crash that is the next session: see the stamp
@@ -72,6 +74,23 @@ pub const INDEX_FILE: &str = ".rcni-index";
 const INDEX_MAGIC: &str = "rcni-index v2";
 /// Taken candidates in a row after which an ADD lists the directory.
 const LIST_AFTER_TAKEN: u32 = 8;
+
+/// Overwrites the regular file `path` with `data` in one `pwrite` at offset
+/// 0, if it exists and holds no more than `data.len()` bytes (so nothing of
+/// the old text can remain). `false` when that cannot be done; the caller
+/// then replaces the file.
+fn overwrite_if_not_shorter(path: &Path, data: &[u8]) -> bool {
+    let Ok(f) = OpenOptions::new().write(true).open(path) else {
+        return false;
+    };
+    match f.metadata() {
+        Ok(m) if m.is_file() && m.len() <= data.len() as u64 => {}
+        _ => return false,
+    }
+    // One write call: a partial count is only possible on a full disk, and
+    // then the slow path fails too, or leaves a valid file.
+    matches!(f.write_at(data, 0), Ok(n) if n == data.len())
+}
 
 fn io_err(what: impl std::fmt::Display, path: &Path, e: std::io::Error) -> CniError {
     CniError::new(
@@ -626,17 +645,30 @@ impl Session<'_> {
             .map(|ip| ip.to_canonical())
     }
 
-    /// Records `ip` as set `set`'s last reserved address (temp + rename).
+    /// Records `ip` as set `set`'s last reserved address.
     ///
-    /// The old file is unlinked first: renaming over an existing file makes
-    /// ext4 (`auto_da_alloc`) start writeback of the new one, measured at
-    /// 0.3–0.5 ms per ADD here, more than the rest of the store's work. The
-    /// file is only a round-robin hint, so a crash in between costs nothing
-    /// but the hint (the allocator then starts at the range's start, as when
-    /// the file is missing); it never leaves a torn address.
+    /// Usually in place: when the file exists and the new text is at least
+    /// as long as the old, one `pwrite` at offset 0 replaces it whole (a
+    /// single small write to a regular file is never cut short by a kill),
+    /// with no inode created or freed. Round robin mostly moves to longer
+    /// or equal texts; a shorter one (a wrap, `10.0.0.255` to `10.0.1.0`)
+    /// would need a truncate after the write, and a kill between the two
+    /// would leave the old text's tail, so it takes the slow path.
+    ///
+    /// The slow path: temp file, unlink the old file, rename. Unlinked
+    /// first because renaming over an existing file makes ext4
+    /// (`auto_da_alloc`) start writeback of the new one, measured at
+    /// 0.3–0.5 ms per ADD here. The file is only a round-robin hint, so a
+    /// crash in between costs nothing but the hint (the allocator then
+    /// starts at the range's start, as when the file is missing); it never
+    /// leaves a torn address.
     pub fn set_last_reserved(&mut self, set: usize, ip: IpAddr) -> Result<(), CniError> {
-        let tmp = self.write_tmp(ip.to_string().as_bytes())?;
+        let text = ip.to_string();
         let target = self.path(format!("{LAST_RESERVED_PREFIX}{set}"));
+        if overwrite_if_not_shorter(&target, text.as_bytes()) {
+            return Ok(());
+        }
+        let tmp = self.write_tmp(text.as_bytes())?;
         if let Err(e) = fs::remove_file(&target)
             && e.kind() != ErrorKind::NotFound
         {

@@ -125,6 +125,34 @@ fn claim_writes_complete_files_and_last_reserved() {
 }
 
 #[test]
+fn last_reserved_is_rewritten_in_place_unless_shorter() {
+    let t = TempDir::new("lastres");
+    let s = Store::create(&t.net()).unwrap();
+    let file = t.net().join("last_reserved_ip.0");
+    let inode = || fs::metadata(&file).unwrap().ino();
+    let mut ss = s.session(Sync::Fast).unwrap();
+    // missing: created
+    ss.set_last_reserved(0, ip("10.0.0.9")).unwrap();
+    assert_eq!(fs::read(&file).unwrap(), b"10.0.0.9");
+    let first = inode();
+    // as long or longer: the same inode, whole new text
+    for next in ["10.0.0.8", "10.0.0.10", "10.0.0.255"] {
+        ss.set_last_reserved(0, ip(next)).unwrap();
+        assert_eq!(fs::read(&file).unwrap(), next.as_bytes());
+        assert_eq!(inode(), first, "{next}");
+    }
+    // shorter: replaced (a truncate after an in-place write could tear it)
+    ss.set_last_reserved(0, ip("10.0.1.0")).unwrap();
+    assert_eq!(fs::read(&file).unwrap(), b"10.0.1.0");
+    assert_ne!(inode(), first);
+    drop(ss);
+    assert_eq!(
+        names(&t.net()),
+        [".rcni-index", "last_reserved_ip.0", "lock"]
+    );
+}
+
+#[test]
 fn owned_and_release_follow_the_reference() {
     let t = TempDir::new("release");
     let s = Store::create(&t.net()).unwrap();
