@@ -169,6 +169,12 @@ pub fn ipam_run(command: Command, args: &CmdArgs) -> Result<(), CniError> {
     exec(ipam_type(args)?, command, args).map(|_| ())
 }
 
+/// As [`ipam_run`], but returns once the IPAM plugin runs, so the caller
+/// can work in parallel; finish with [`Running::wait`].
+pub fn ipam_start(command: Command, args: &CmdArgs) -> Result<Running, CniError> {
+    start(ipam_type(args)?, command, args)
+}
+
 fn ipam_type(args: &CmdArgs) -> Result<&str, CniError> {
     Ok(args
         .conf

@@ -24,21 +24,15 @@ pub fn del(args: &CmdArgs) -> CmdResult {
         },
     };
     // IPAM DEL (a child process) runs while the kernel deletes the link.
-    let (link, ipam) = std::thread::scope(|s| {
-        let ipam = conf
-            .layer3
-            .then(|| s.spawn(|| delegate::ipam_run(Command::Del, args)));
-        let link = ns.as_ref().map_or(Ok(()), |ns| {
-            Netlink::for_ns(ns)
-                .and_then(|nl| nl.del_link_by_name(&args.ifname))
-                .map(|_| ())
-        });
-        let ipam = ipam.map(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err(CniError::internal("IPAM thread failed")))
-        });
-        (link, ipam)
+    let ipam = conf
+        .layer3
+        .then(|| delegate::ipam_start(Command::Del, args));
+    let link = ns.as_ref().map_or(Ok(()), |ns| {
+        Netlink::for_ns(ns)
+            .and_then(|nl| nl.del_link_by_name(&args.ifname))
+            .map(|_| ())
     });
+    let ipam = ipam.map(|started| started.and_then(|running| running.wait().map(|_| ())));
     let mut errors: Vec<CniError> = Vec::new();
     if let Err(e) = link {
         errors.push(e.into());

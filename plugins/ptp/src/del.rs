@@ -17,30 +17,24 @@ fn report(mut errors: Vec<CniError>) -> CmdResult {
     Err(first)
 }
 
-/// DEL: IPAM first, then the container link, then the masquerade rules
-/// (which need no addresses, so they go even when the netns is gone).
+/// DEL: IPAM (a child process, running while the kernel deletes the
+/// link: a veth's teardown waits out an RCU grace period), the container
+/// link, then the masquerade rules (which need no addresses, so they go
+/// even when the netns is gone). IPAM's error comes first, as in the
+/// reference.
 pub fn del(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args)?;
+    let ipam = delegate::ipam_start(Command::Del, args);
+    let link = match args.netns.as_deref() {
+        Some(path) => del_container_link(path, &args.ifname),
+        None => Ok(()),
+    };
     let mut errors = Vec::new();
-    if let Err(e) = delegate::ipam_run(Command::Del, args) {
+    if let Err(e) = ipam.and_then(|running| running.wait()) {
         errors.push(e);
     }
-    if let Some(path) = args.netns.as_deref() {
-        match NetNs::open(path) {
-            Ok(ns) => {
-                let gone = Netlink::for_ns(&ns).and_then(|nl| nl.del_link_by_name(&args.ifname));
-                if let Err(e) = gone {
-                    errors.push(CniError::internal(format!(
-                        "failed to delete {:?} in {:?}: {e}",
-                        args.ifname,
-                        path.display()
-                    )));
-                }
-            }
-            // The container is gone, and with it the veth pair.
-            Err(e) if e.is_ns_not_found() => {}
-            Err(e) => errors.push(e.into()),
-        }
+    if let Err(e) = link {
+        errors.push(e);
     }
     if conf.ip_masq {
         let att = Attachment {
@@ -53,6 +47,25 @@ pub fn del(args: &CmdArgs) -> CmdResult {
         }
     }
     report(errors)
+}
+
+/// Deletes the container end of the veth pair (the host end goes with it);
+/// a missing netns or link is success.
+fn del_container_link(path: &std::path::Path, ifname: &str) -> Result<(), CniError> {
+    match NetNs::open(path) {
+        Ok(ns) => Netlink::for_ns(&ns)
+            .and_then(|nl| nl.del_link_by_name(ifname))
+            .map(|_| ())
+            .map_err(|e| {
+                CniError::internal(format!(
+                    "failed to delete {ifname:?} in {:?}: {e}",
+                    path.display()
+                ))
+            }),
+        // The container is gone, and with it the veth pair.
+        Err(e) if e.is_ns_not_found() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// GC: forwarded to IPAM, then the masquerade rules of this network's
