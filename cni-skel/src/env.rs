@@ -49,7 +49,7 @@ impl Command {
 }
 
 /// The variables the skel reads, in the order the reference reports them.
-pub(crate) const VARS: &[&str] = &[
+pub const VARS: &[&str] = &[
     "CNI_COMMAND",
     "CNI_CONTAINERID",
     "CNI_NETNS",

@@ -1,5 +1,6 @@
-//! The skel's whole input path: the first line holds `|`-separated
-//! CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS, CNI_PATH;
+//! The skel's whole input path: the first line holds `|`-separated values
+//! of the variables the skel reads (`cni_skel::env::VARS`, in order:
+//! CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS, CNI_PATH);
 //! the rest is stdin. The outcome must be exit 0 or 1, with a CNI error on 1.
 #![no_main]
 
@@ -39,14 +40,7 @@ fuzz_target!(|data: &[u8]| {
     let head = String::from_utf8_lossy(head);
     let mut parts = head.split('|');
     let mut env = std::collections::HashMap::new();
-    for k in [
-        "CNI_COMMAND",
-        "CNI_CONTAINERID",
-        "CNI_NETNS",
-        "CNI_IFNAME",
-        "CNI_ARGS",
-        "CNI_PATH",
-    ] {
+    for &k in cni_skel::env::VARS {
         if let Some(v) = parts.next() {
             env.insert(k, v.to_string());
         }

@@ -166,6 +166,28 @@ impl Netns {
         })
     }
 
+    /// The names of the namespace's links, sorted.
+    pub fn link_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .ip_json(&["link", "show"])
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l["ifname"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The namespace's links whose name starts with `veth` (the host ends
+    /// of the plugins' veth pairs), sorted.
+    pub fn veths(&self) -> Vec<String> {
+        self.link_names()
+            .into_iter()
+            .filter(|n| n.starts_with("veth"))
+            .collect()
+    }
+
     /// The global addresses (`addr/prefix`) of one link, sorted.
     pub fn addrs(&self, dev: &str) -> std::collections::BTreeSet<String> {
         self.ip_json(&["addr", "show", "dev", dev])[0]["addr_info"]
@@ -255,6 +277,47 @@ impl PluginOutput {
     }
 }
 
+/// Runs `plugin` as a runtime does: exactly `env` (plus PATH) in its
+/// environment, `stdin` on a pipe, inside the namespace `host` (`ip netns
+/// exec`) when one is given; waits for it.
+pub fn exec_plugin<K, V>(
+    host: Option<&str>,
+    plugin: &Path,
+    env: impl IntoIterator<Item = (K, V)>,
+    stdin: &[u8],
+) -> std::process::Output
+where
+    K: AsRef<std::ffi::OsStr>,
+    V: AsRef<std::ffi::OsStr>,
+{
+    let mut cmd = match host {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(plugin);
+            c
+        }
+        None => Command::new(plugin),
+    };
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", plugin.display()));
+    let mut pipe = child.stdin.take().expect("stdin");
+    let data = stdin.to_vec();
+    // Write from a thread: a plugin that does not read stdin must not block us.
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("wait");
+    let _ = writer.join();
+    out
+}
+
 /// One plugin invocation, built up and then run as a runtime would.
 #[derive(Debug, Clone)]
 pub struct Invocation {
@@ -323,31 +386,12 @@ impl Invocation {
 
     /// Runs it with only the given environment (nothing inherited but PATH).
     pub fn run(&self) -> PluginOutput {
-        let mut cmd = match &self.host {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(&self.plugin);
-                c
-            }
-            None => Command::new(&self.plugin),
-        };
-        cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", self.plugin.display()));
-        let mut pipe = child.stdin.take().expect("stdin");
-        let data = self.stdin.clone();
-        // Write from a thread: a plugin that does not read stdin must not block us.
-        let writer = std::thread::spawn(move || {
-            let _ = pipe.write_all(&data);
-        });
-        let out = child.wait_with_output().expect("wait");
-        let _ = writer.join();
+        let out = exec_plugin(
+            self.host.as_deref(),
+            &self.plugin,
+            self.env.iter().map(|(k, v)| (k, v)),
+            &self.stdin,
+        );
         PluginOutput {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

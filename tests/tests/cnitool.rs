@@ -127,13 +127,7 @@ impl World {
 
 /// Link names of a namespace.
 fn links(ns: &Netns) -> BTreeSet<String> {
-    ns.ip_json(&["link", "show"])
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
-        .collect()
+    ns.link_names().into_iter().collect()
 }
 
 /// The master of a link, if any.

@@ -364,24 +364,6 @@ fn http_get(ns: &Netns, addr: &str) -> Option<String> {
     })
 }
 
-/// Link names in a namespace.
-fn links(ns: &Netns) -> Vec<String> {
-    ns.ip_json(&["link", "show"])
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
-        .collect()
-}
-
-fn veths(ns: &Netns) -> Vec<String> {
-    links(ns)
-        .into_iter()
-        .filter(|l| l.starts_with("veth"))
-        .collect()
-}
-
 /// Reserved addresses in a host-local network directory.
 fn reservations(dir: &Path) -> Vec<String> {
     rcni_tests::host_local_util::reservations(dir)
@@ -639,7 +621,7 @@ fn containerd_ctr_run_cni() {
         std::fs::read_to_string(res_dir.join(&ip)).unwrap(),
         "rcnie2e-web\r\neth0"
     );
-    assert_eq!(veths(host).len(), 1, "{:?}", links(host));
+    assert_eq!(host.veths().len(), 1, "{:?}", host.link_names());
 
     // The host fetches the page from httpd in the container.
     let body = wait_for(20, || http_get(host, &format!("{ip}:80")));
@@ -651,9 +633,9 @@ fn containerd_ctr_run_cni() {
     assert!(exited.is_some(), "ctr run did not return after task kill");
     drop(run);
     assert!(
-        wait_for(10, || veths(host).is_empty().then_some(())).is_some(),
+        wait_for(10, || host.veths().is_empty().then_some(())).is_some(),
         "veth left: {:?}",
-        links(host)
+        host.link_names()
     );
     assert!(reservations(&res_dir).is_empty());
     assert!(!record.exists(), "cache record left");
@@ -779,7 +761,7 @@ fn containerd_cri_pod_with_host_port() {
         std::fs::read_to_string(res_dir.join(&ip)).unwrap(),
         format!("{id}\r\neth0")
     );
-    assert_eq!(veths(host).len(), 1, "{:?}", links(host));
+    assert_eq!(host.veths().len(), 1, "{:?}", host.link_names());
 
     // Loopback ran: its result is cached, and lo is up in the pod's netns.
     let info: Value =
@@ -824,7 +806,11 @@ fn containerd_cri_pod_with_host_port() {
 
     // StopPodSandbox tears the network down: veth, address, rules, cache.
     cri_ok(sock, "StopPodSandbox", by_id.clone());
-    assert!(veths(host).is_empty(), "veth left: {:?}", links(host));
+    assert!(
+        host.veths().is_empty(),
+        "veth left: {:?}",
+        host.link_names()
+    );
     assert!(reservations(&res_dir).is_empty());
     assert!(!nat(host).contains(&ip), "rules left:\n{}", nat(host));
     assert!(!nat(host).contains(&format!("--dport {host_port}")));
@@ -1049,7 +1035,7 @@ fn podman_cni_backend_run_with_port() {
     assert!(ip.starts_with("10.70.61."), "{ip}");
     let res_dir = data.join(net);
     assert_eq!(reservations(&res_dir), vec![ip.clone()]);
-    assert_eq!(veths(&host).len(), 1, "{:?}", links(&host));
+    assert_eq!(host.veths().len(), 1, "{:?}", host.link_names());
     assert!(nat(&host).contains(&format!("--to-destination {ip}:80")));
 
     let body = wait_for(20, || http_get(&host, &format!("{ip}:80")));
@@ -1059,9 +1045,9 @@ fn podman_cni_backend_run_with_port() {
 
     pm.podman_ok(&["rm", "-f", "-t", "0", &id]);
     assert!(
-        wait_for(10, || veths(&host).is_empty().then_some(())).is_some(),
+        wait_for(10, || host.veths().is_empty().then_some(())).is_some(),
         "veth left: {:?}",
-        links(&host)
+        host.link_names()
     );
     assert!(reservations(&res_dir).is_empty());
     let rules = nat(&host);

@@ -24,8 +24,7 @@
 mod common;
 
 use common::{
-    Out, cni_env, diff, files_under, link_names, os, run_plugin, say, set_at, set_env, snapshot,
-    unset_env,
+    Out, cni_env, diff, files_under, os, run_plugin, say, set_at, set_env, snapshot, unset_env,
 };
 use rcni_tests::tempdir::TempDir;
 use rcni_tests::{Netns, bin, bin_dir, skip_unless_root, unique};
@@ -391,7 +390,7 @@ fn drive(
     allowed: &[String],
 ) -> (usize, Vec<String>) {
     let mut before = snapshot(&w.host);
-    let mut links_before = link_names(&w.container);
+    let mut links_before = w.container.link_names();
     let mut failures = Vec::new();
     let n = cases.len();
     let mut batch: Vec<String> = Vec::new();
@@ -431,7 +430,7 @@ fn drive(
                 ));
                 before = after;
             }
-            let links = link_names(&w.container);
+            let links = w.container.link_names();
             if links != links_before {
                 problems.push(format!(
                     "container links {links_before:?} -> {links:?} after one of {batch:?}"

@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{cni_env, diff, link_names, say, set_env, snapshot};
+use common::{cni_env, diff, say, set_env, snapshot};
 use rcni_tests::tempdir::TempDir;
 use rcni_tests::{Netns, bin, skip_unless_root, unique};
 use serde_json::{Value, json};
@@ -293,7 +293,7 @@ fn kill9(plugin: &'static str, n: u8) {
         assert_eq!(out.code, 0, "{plugin} DEL: {out:?}");
     }
     let baseline = snapshot(&lab.host);
-    let container_links = link_names(&lab.container);
+    let container_links = lab.container.link_names();
     let window = fastest.as_micros() as u64 + 1;
     let (mut killed, mut leaks, mut torn, mut readd_failures, mut orphans) = (0, 0, 0, 0, 0);
     let mut early = 0;
@@ -362,7 +362,7 @@ fn kill9(plugin: &'static str, n: u8) {
         if !d.is_empty() {
             leaked.push(format!("host: {d:?}"));
         }
-        let links = link_names(&lab.container);
+        let links = lab.container.link_names();
         if links != container_links {
             leaked.push(format!("container links {links:?}"));
         }

@@ -129,18 +129,6 @@ fn ping(ns: &Netns, dst: &str) -> bool {
     }
 }
 
-/// Links in a namespace whose name starts with "veth".
-fn veths(ns: &Netns) -> Vec<String> {
-    ns.ip_json(&["link", "show"])
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
-        .filter(|n| n.starts_with("veth"))
-        .collect()
-}
-
 fn link_mtu(ns: &Netns, name: &str) -> u64 {
     ns.ip_json(&["link", "show", name])[0]["mtu"]
         .as_u64()
@@ -227,7 +215,7 @@ fn compare_with_go(test: &str, conf_for: impl Fn(&DataDir) -> Value) -> Option<V
             r["ips"][0]["interface"].clone(),
         ));
         run(&plugin, "DEL", "cmp-1", &host, &cont, &c).ok();
-        assert!(veths(&host).is_empty(), "{}", plugin.display());
+        assert!(host.veths().is_empty(), "{}", plugin.display());
         assert!(data.reservations().is_empty(), "{}", plugin.display());
     }
     assert_eq!(shapes[0], shapes[1], "result shape: ours vs Go");
@@ -286,7 +274,7 @@ fn add_connects_host_and_container_like_go() {
     assert!(ping(&cont, "10.40.1.1"), "container -> gateway");
     assert!(ping(&host, ip), "host -> container");
     del("c1", &host, &cont, &c);
-    assert!(veths(&host).is_empty());
+    assert!(host.veths().is_empty());
     assert!(data.reservations().is_empty());
 
     compare_with_go("ptp::add_connects_host_and_container_like_go", |d| {
@@ -322,7 +310,7 @@ fn container_to_container_through_host() {
     }
     del("c-a", &host, &a, &c);
     del("c-b", &host, &b, &c);
-    assert!(veths(&host).is_empty());
+    assert!(host.veths().is_empty());
     assert!(data.reservations().is_empty());
 }
 
@@ -354,7 +342,7 @@ fn ipv6_and_dual_stack_like_go() {
             assert!(ping(&host, &ips[0]), "host -> container v4");
         }
         del("c6", &host, &cont, &c);
-        assert!(veths(&host).is_empty());
+        assert!(host.veths().is_empty());
         assert!(data.reservations().is_empty());
     }
     compare_with_go("ptp::ipv6_and_dual_stack_like_go", |d| {
@@ -715,7 +703,7 @@ fn del_is_idempotent_and_works_without_netns() {
     let dc = with_prev(&c, &r);
     run(&ours(), "DEL", "d1", &host, &cont, &dc).ok();
     run(&ours(), "DEL", "d1", &host, &cont, &dc).ok();
-    assert!(veths(&host).is_empty() && !has_reservation(&data));
+    assert!(host.veths().is_empty() && !has_reservation(&data));
     assert!(masq_rules(&host, data.name()).is_empty());
     // The netns is gone.
     let gone = container_ns();
@@ -781,7 +769,7 @@ fn add_failure_leaves_nothing() {
             "{extra}: {e}"
         );
         assert!(!data.path().exists(), "{extra}");
-        assert!(veths(&host).is_empty());
+        assert!(host.veths().is_empty());
     }
     // A taken container interface name: after IPAM, everything is undone.
     cont.exec_ok(
@@ -799,7 +787,7 @@ fn add_failure_leaves_nothing() {
             .contains("already exists"),
         "{e}"
     );
-    assert!(veths(&host).is_empty() && !has_reservation(&data));
+    assert!(host.veths().is_empty() && !has_reservation(&data));
     assert!(masq_rules(&host, data.name()).is_empty());
     cont.exec_ok("ip", &["link", "del", "eth0"]);
     // An IPv6 address with an MTU IPv6 cannot use: the veth existed, the
@@ -810,7 +798,7 @@ fn add_failure_leaves_nothing() {
         e["msg"].as_str().unwrap_or_default().contains("IPv6"),
         "{e}"
     );
-    assert!(veths(&host).is_empty() && !has_reservation(&data));
+    assert!(host.veths().is_empty() && !has_reservation(&data));
     assert!(!cont.exec("ip", &["link", "show", "eth0"]).status.success());
     // A failure late in ADD (a route the kernel refuses) is undone too.
     let mut c = conf(&data, "1.0.0", 9, true, false, json!({"ipMasq": true}));
@@ -820,13 +808,13 @@ fn add_failure_leaves_nothing() {
         e["msg"].as_str().unwrap_or_default().contains("route"),
         "{e}"
     );
-    assert!(veths(&host).is_empty() && !has_reservation(&data));
+    assert!(host.veths().is_empty() && !has_reservation(&data));
     assert!(masq_rules(&host, data.name()).is_empty());
     // IPAM itself fails (the veth pair was being made meanwhile): no veth.
     let mut c = conf(&data, "1.0.0", 9, true, false, json!({}));
     c["runtimeConfig"] = json!({"ips": ["10.99.0.5/24"]});
     run(&ours(), "ADD", "f6", &host, &cont, &c).err();
-    assert!(veths(&host).is_empty() && !has_reservation(&data));
+    assert!(host.veths().is_empty() && !has_reservation(&data));
     assert!(!cont.exec("ip", &["link", "show", "eth0"]).status.success());
     // The namespace is fine afterwards.
     let c = conf(&data, "1.0.0", 9, true, false, json!({}));
@@ -861,7 +849,7 @@ fn second_attachment_on_the_same_subnet_fails_and_spares_the_first() {
     );
     // Only the first attachment is left, and it still works.
     assert!(!cont.exec("ip", &["link", "show", "eth1"]).status.success());
-    assert_eq!(veths(&host).len(), 1, "{:?}", veths(&host));
+    assert_eq!(host.veths().len(), 1, "{:?}", host.veths());
     assert_eq!(
         data.reservations().into_keys().collect::<Vec<_>>(),
         result_ips(&first)
@@ -869,7 +857,7 @@ fn second_attachment_on_the_same_subnet_fails_and_spares_the_first() {
     run(&ours(), "CHECK", "s1", &host, &cont, &with_prev(&c, &first)).ok();
     assert!(ping(&cont, "10.40.16.1"));
     del("s1", &host, &cont, &with_prev(&c, &first));
-    assert!(veths(&host).is_empty() && !has_reservation(&data));
+    assert!(host.veths().is_empty() && !has_reservation(&data));
 }
 
 #[test]
@@ -898,7 +886,7 @@ fn parallel_adds() {
     });
     let ips: BTreeSet<String> = results.iter().map(|r| result_ips(r)[0].clone()).collect();
     assert_eq!(ips.len(), N);
-    assert_eq!(veths(&host).len(), N);
+    assert_eq!(host.veths().len(), N);
     assert_eq!(data.reservations().len(), N);
     assert!(ping(&conts[0], &result_ips(&results[N - 1])[0]));
     std::thread::scope(|s| {
@@ -907,7 +895,7 @@ fn parallel_adds() {
             s.spawn(move || del(&format!("p{i}"), host, ns, c));
         }
     });
-    assert!(veths(&host).is_empty());
+    assert!(host.veths().is_empty());
     assert!(data.reservations().is_empty());
 }
 
@@ -1136,7 +1124,7 @@ fn go_and_ours_undo_each_other() {
             .ok();
         invoke(&deleter, "DEL").ok();
         assert!(
-            veths(&host).is_empty(),
+            host.veths().is_empty(),
             "{} -> {}",
             adder.display(),
             deleter.display()

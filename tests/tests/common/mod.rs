@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// Writes one line straight to stderr (libtest captures `eprintln!`).
 pub fn say(line: &str) {
@@ -75,22 +75,12 @@ impl Out {
 /// Runs `plugin` in `host` (`ip netns exec`, as a runtime on that host
 /// would) with exactly `env` (plus PATH) and `stdin`.
 pub fn run_plugin(host: &Netns, plugin: &Path, env: &[(OsString, OsString)], stdin: &[u8]) -> Out {
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", host.name()]).arg(plugin);
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn ip netns exec");
-    let mut pipe = child.stdin.take().expect("stdin");
-    let data = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = pipe.write_all(&data);
-    });
-    let out = child.wait_with_output().expect("wait");
-    let _ = writer.join();
+    let out = rcni_tests::exec_plugin(
+        Some(host.name()),
+        plugin,
+        env.iter().map(|(k, v)| (k, v)),
+        stdin,
+    );
     use std::os::unix::process::ExitStatusExt;
     Out {
         code: out.status.code().unwrap_or(-1),
@@ -208,19 +198,6 @@ pub fn diff(before: &[String], after: &[String]) -> Vec<String> {
             .map(|l| format!("+{l}")),
     );
     d
-}
-
-/// Link names in a namespace.
-pub fn link_names(ns: &Netns) -> Vec<String> {
-    let v = ns.ip_json(&["link", "show"]);
-    let mut names: Vec<String> = v
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
-        .collect();
-    names.sort();
-    names
 }
 
 /// Every file under `dir` (recursively), as paths relative to it.
