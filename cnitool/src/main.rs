@@ -190,13 +190,7 @@ fn absolute(path: &str, cwd: &Path) -> String {
 /// The Go cnitool's container ID for a netns path: `cnitool-` and the hex
 /// of the first 10 bytes of the path's SHA-512.
 fn container_id_for(netns: &str) -> String {
-    use sha2::{Digest, Sha512};
-    let digest = Sha512::digest(netns.as_bytes());
-    let mut id = String::from("cnitool-");
-    for b in digest.iter().take(10) {
-        id.push_str(&format!("{b:02x}"));
-    }
-    id
+    cni_fw::hash::hash_with_prefix("cnitool-".len() + 20, "cnitool-", netns)
 }
 
 /// `CNI_ARGS` as the Go cnitool reads it: `K=V` pairs, neither part empty.
