@@ -84,10 +84,7 @@ pub fn delete_by_orig_dst_port(
     if ports.is_empty() || count() == Some(0) {
         return Ok(0);
     }
-    let mut conn = Conn::open(
-        nix::sys::socket::SockProtocol::NetlinkNetFilter,
-        "conntrack",
-    )?;
+    let mut conn = Conn::open(netlink_sys::protocols::NETLINK_NETFILTER, "conntrack")?;
     let dump_header = nfgenmsg(family);
     let dump = crate::nlmsg::Request::new(
         (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET,

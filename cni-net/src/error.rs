@@ -41,6 +41,9 @@ pub enum NetError {
         op: String,
         /// The error; its `raw_os_error()` is the errno.
         source: io::Error,
+        /// The kernel's own explanation (netlink extended ACK), if it sent
+        /// one: "Unknown device type", "Nexthop has invalid gateway".
+        kernel: Option<String>,
     },
     /// Anything without an errno: a bad argument, an unexpected reply.
     Other {
@@ -54,9 +57,15 @@ pub enum NetError {
 impl NetError {
     /// An error from an errno.
     pub fn errno(op: impl Into<String>, errno: i32) -> NetError {
+        NetError::kernel(op, errno, None)
+    }
+
+    /// An errno from a netlink answer, with the kernel's extended-ACK text.
+    pub fn kernel(op: impl Into<String>, errno: i32, text: Option<String>) -> NetError {
         NetError::Os {
             op: op.into(),
             source: io::Error::from_raw_os_error(errno),
+            kernel: text,
         }
     }
 
@@ -65,6 +74,7 @@ impl NetError {
         NetError::Os {
             op: op.into(),
             source,
+            kernel: None,
         }
     }
 
@@ -154,7 +164,16 @@ impl fmt::Display for NetError {
                     path.display().to_string()
                 )
             }
-            NetError::Os { op, source } => write!(f, "{op}: {source}"),
+            NetError::Os {
+                op,
+                source,
+                kernel: None,
+            } => write!(f, "{op}: {source}"),
+            NetError::Os {
+                op,
+                source,
+                kernel: Some(text),
+            } => write!(f, "{op}: {source} ({text})"),
             NetError::Other { op, msg } => write!(f, "{op}: {msg}"),
         }
     }
@@ -213,6 +232,12 @@ mod tests {
         );
         assert!(NetError::errno("del link", libc_errno::ENODEV).is_not_found());
         assert_eq!(NetError::other("parse mac", "bad").raw_errno(), None);
+        let e = NetError::kernel("create link x", 95, Some("Unknown device type".into()));
+        assert_eq!(
+            e.to_string(),
+            "create link x: Operation not supported (os error 95) (Unknown device type)"
+        );
+        assert_eq!(e.raw_errno(), Some(95));
     }
 
     use nix::errno::Errno;

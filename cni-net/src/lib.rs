@@ -1,11 +1,12 @@
-//! Kernel networking for rcni plugins: network namespaces, a blocking,
-//! hand-built rtnetlink client, and sysctls.
+//! Kernel networking for rcni plugins: network namespaces, a blocking
+//! netlink client, and sysctls.
 //!
 //! This is the only crate that touches the kernel network API, and the only
 //! one with `unsafe` (one block: [`process::die_with_parent`]). Plugins see
 //! plain blocking calls and small owned types ([`Link`], [`Addr`], [`Route`]).
-//! The messages are built and parsed here rather than with rtnetlink and
-//! tokio: that keeps a plugin binary about a megabyte smaller (see README).
+//! The messages are the rust-netlink crates' types (`netlink-packet-route`)
+//! sent over a blocking socket (`nl`), without rtnetlink and tokio: one-shot
+//! processes gain nothing from an async runtime (see README).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), cni_net::NetError> {
@@ -25,6 +26,7 @@ mod error;
 pub mod iface;
 pub mod netns;
 pub mod nf_tables;
+pub(crate) mod nl;
 mod nlmsg;
 pub mod process;
 pub mod rollback;

@@ -93,10 +93,7 @@ impl NfTables {
             NfFamily::Ip6 => 10u8,
         };
         Ok(NfTables {
-            conn: Conn::open(
-                nix::sys::socket::SockProtocol::NetlinkNetFilter,
-                "nf_tables",
-            )?,
+            conn: Conn::open(netlink_sys::protocols::NETLINK_NETFILTER, "nf_tables")?,
             af,
         })
     }

@@ -3,8 +3,7 @@
 //! over [`crate::rtnl`]'s blocking socket and message builder.
 
 use crate::error::NetError;
-use crate::rtnl::socket::Socket;
-use nix::sys::socket::SockProtocol;
+use crate::nl::Socket;
 
 pub(crate) use crate::rtnl::msg::{NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, Request};
 
@@ -12,11 +11,11 @@ pub(crate) use crate::rtnl::msg::{NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, Request}
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
 /// A blocking netlink socket bound to the calling thread's namespace.
-pub(crate) struct Conn(Socket);
+pub(crate) struct Conn(Socket<()>);
 
 impl Conn {
-    /// Opens a socket of netlink `protocol`.
-    pub(crate) fn open(protocol: SockProtocol, what: &'static str) -> Result<Conn, NetError> {
+    /// Opens a socket of netlink `protocol` (`netlink_sys::protocols::*`).
+    pub(crate) fn open(protocol: isize, what: &'static str) -> Result<Conn, NetError> {
         Socket::open(protocol, what).map(Conn)
     }
 
@@ -28,8 +27,11 @@ impl Conn {
         op: &str,
         mut each: impl FnMut(u16, &[u8]),
     ) -> Result<(), NetError> {
+        let bytes = req
+            .finish(0)
+            .map_err(|e| NetError::other(op, e.to_string()))?;
         self.0
-            .request(req, op, |k, p| {
+            .raw(&bytes, op, |k, p| {
                 each(k, p);
                 Ok(())
             })

@@ -18,7 +18,7 @@ const AF_INET6: u8 = 10;
 /// The interface (index, name) that routes to `dst`, or `None` when there
 /// is no route (or it has no output interface).
 pub fn route_get_interface(dst: IpAddr) -> Result<Option<(u32, String)>, NetError> {
-    let mut conn = Conn::open(nix::sys::socket::SockProtocol::NetlinkRoute, "route")?;
+    let mut conn = Conn::open(netlink_sys::protocols::NETLINK_ROUTE, "route")?;
     let (family, bits, bytes) = match dst {
         IpAddr::V4(a) => (AF_INET, 32u8, a.octets().to_vec()),
         IpAddr::V6(a) => (AF_INET6, 128u8, a.octets().to_vec()),

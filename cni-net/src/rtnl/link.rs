@@ -2,32 +2,30 @@
 //! the parser of `RTM_NEWLINK` answers.
 
 use super::msg::{
-    self, AF_BRIDGE, AF_UNSPEC, Malformed, NLA_F_NESTED, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP,
-    NLM_F_EXCL, NLM_F_REQUEST, RTM_DELLINK, RTM_GETLINK, RTM_NEWLINK, RTM_SETLINK, Request, attrs,
-    cstr, find_attr,
+    AF_BRIDGE, AF_UNSPEC, NLA_F_NESTED, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
+    RTM_DELLINK, RTM_NEWLINK, RTM_SETLINK, Request,
 };
 use super::{MAX_IFNAME_LEN, Mac, Netlink, format_hw, ok_if_missing};
 use crate::error::{NetError, libc_errno};
 use crate::netns::NetNs;
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_packet_route::link::{
+    InfoBridgePort, InfoPortData, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+};
 use std::os::fd::AsRawFd;
 
 pub(crate) const IFLA_ADDRESS: u16 = 1;
 pub(crate) const IFLA_IFNAME: u16 = 3;
 pub(crate) const IFLA_MTU: u16 = 4;
-pub(crate) const IFLA_LINK: u16 = 5;
 pub(crate) const IFLA_MASTER: u16 = 10;
 pub(crate) const IFLA_PROTINFO: u16 = 12;
-pub(crate) const IFLA_OPERSTATE: u16 = 16;
 pub(crate) const IFLA_LINKINFO: u16 = 18;
 pub(crate) const IFLA_AF_SPEC: u16 = 26;
 pub(crate) const IFLA_NET_NS_FD: u16 = 28;
 pub(crate) const IFLA_EXT_MASK: u16 = 29;
-pub(crate) const IFLA_LINK_NETNSID: u16 = 37;
 
 pub(crate) const IFLA_INFO_KIND: u16 = 1;
 pub(crate) const IFLA_INFO_DATA: u16 = 2;
-pub(crate) const IFLA_INFO_SLAVE_KIND: u16 = 4;
-pub(crate) const IFLA_INFO_SLAVE_DATA: u16 = 5;
 
 pub(crate) const IFLA_BR_VLAN_FILTERING: u16 = 7;
 pub(crate) const IFLA_BRPORT_MODE: u16 = 4;
@@ -86,57 +84,55 @@ pub struct Link {
 
 impl Link {
     /// Parses the payload of an `RTM_NEWLINK` message (ifinfomsg + attributes).
-    pub(crate) fn from_msg(m: &[u8]) -> Result<Link, Malformed> {
-        if m.len() < IFINFOMSG_LEN {
-            return Err(Malformed("short ifinfomsg"));
-        }
-        let flags = msg::u32_at(m, 8)?;
+    #[cfg(test)]
+    pub(crate) fn from_msg(m: &[u8]) -> Result<Link, super::msg::Malformed> {
+        use netlink_packet_core::Parseable;
+        let msg = LinkMessage::parse(m).map_err(|_| super::msg::Malformed("link message"))?;
+        Ok(Link::from_message(msg))
+    }
+
+    /// The facade's view of a decoded `RTM_NEWLINK`.
+    pub(crate) fn from_message(m: LinkMessage) -> Link {
         let mut l = Link {
-            index: msg::u32_at(m, 4)?,
-            up: flags & IFF_UP != 0,
-            promisc: flags & IFF_PROMISC != 0,
+            index: m.header.index,
+            up: m.header.flags.contains(LinkFlags::Up),
+            promisc: m.header.flags.contains(LinkFlags::Promisc),
             ..Link::default()
         };
-        for a in attrs(m.get(IFINFOMSG_LEN..).unwrap_or_default()) {
-            let (kind, p) = a?;
-            match kind {
-                IFLA_IFNAME => l.name = cstr(p),
-                IFLA_ADDRESS => l.mac = format_hw(p),
-                IFLA_MTU => l.mtu = msg::u32_at(p, 0)?,
-                IFLA_MASTER => l.master = Some(msg::u32_at(p, 0)?).filter(|i| *i != 0),
-                IFLA_LINK => l.peer_index = Some(msg::u32_at(p, 0)?).filter(|i| *i != 0),
-                IFLA_LINK_NETNSID => l.link_netnsid = Some(msg::i32_at(p, 0)?),
-                IFLA_OPERSTATE => l.operstate = operstate_name(msg::u8_at(p, 0)?),
-                IFLA_LINKINFO => l.link_info(p)?,
+        for a in m.attributes {
+            match a {
+                LinkAttribute::IfName(n) => l.name = n,
+                LinkAttribute::Address(a) => l.mac = format_hw(&a),
+                LinkAttribute::Mtu(v) => l.mtu = v,
+                LinkAttribute::Controller(i) => l.master = Some(i).filter(|i| *i != 0),
+                LinkAttribute::Link(i) => l.peer_index = Some(i).filter(|i| *i != 0),
+                LinkAttribute::LinkNetNsId(i) => l.link_netnsid = Some(i),
+                LinkAttribute::OperState(st) => l.operstate = operstate_name(u8::from(st)),
+                LinkAttribute::LinkInfo(infos) => l.link_info(infos),
                 _ => {}
             }
         }
-        Ok(l)
+        l
     }
 
     /// `IFLA_LINKINFO`: the kind, and the bridge port settings when the
-    /// link is a bridge port.
-    fn link_info(&mut self, info: &[u8]) -> Result<(), Malformed> {
-        if let Some(k) = find_attr(info, IFLA_INFO_KIND)? {
-            self.kind = cstr(k);
-        }
-        let is_bridge_port =
-            find_attr(info, IFLA_INFO_SLAVE_KIND)?.is_some_and(|k| cstr(k) == "bridge");
-        if !is_bridge_port {
-            return Ok(());
-        }
-        let Some(port) = find_attr(info, IFLA_INFO_SLAVE_DATA)? else {
-            return Ok(());
-        };
-        for a in attrs(port) {
-            let (kind, p) = a?;
-            match kind {
-                IFLA_BRPORT_MODE => self.hairpin = Some(msg::u8_at(p, 0)? != 0),
-                IFLA_BRPORT_ISOLATED => self.isolated = Some(msg::u8_at(p, 0)? != 0),
+    /// link is a bridge port (the crate decodes port data by port kind).
+    fn link_info(&mut self, infos: Vec<LinkInfo>) {
+        for info in infos {
+            match info {
+                LinkInfo::Kind(k) => self.kind = k.to_string(),
+                LinkInfo::PortData(InfoPortData::BridgePort(opts)) => {
+                    for o in opts {
+                        match o {
+                            InfoBridgePort::HairpinMode(b) => self.hairpin = Some(b),
+                            InfoBridgePort::Isolated(b) => self.isolated = Some(b),
+                            _ => {}
+                        }
+                    }
+                }
                 _ => {}
             }
         }
-        Ok(())
     }
 }
 
@@ -197,26 +193,23 @@ pub struct VethOpts<'a> {
 
 // ---- request builders (pure) ----
 
-/// `ip link show <name>` / `<index>`: a get with ACK.
-pub(crate) fn get_request(index: u32, name: Option<&str>) -> Request {
-    let mut r = Request::new(
-        RTM_GETLINK,
-        NLM_F_REQUEST | NLM_F_ACK,
-        &ifinfomsg(AF_UNSPEC, index, 0, 0),
-    );
+/// `ip link show <name>` / `<index>`.
+pub(crate) fn get_message(index: u32, name: Option<&str>) -> RouteNetlinkMessage {
+    let mut m = LinkMessage::default();
+    m.header.index = index;
     if let Some(n) = name {
-        r.attr_str(IFLA_IFNAME, n);
+        m.attributes.push(LinkAttribute::IfName(n.to_string()));
     }
-    r
+    RouteNetlinkMessage::GetLink(m)
 }
 
-/// Dump of every link.
-pub(crate) fn dump_request() -> Request {
-    Request::new(
-        RTM_GETLINK,
-        NLM_F_REQUEST | NLM_F_DUMP,
-        &ifinfomsg(AF_UNSPEC, 0, 0, 0),
-    )
+/// `RTM_SETLINK` of the header flags selected by `change`.
+fn set_flags_message(index: u32, flags: LinkFlags, change: LinkFlags) -> RouteNetlinkMessage {
+    let mut m = LinkMessage::default();
+    m.header.index = index;
+    m.header.flags = flags;
+    m.header.change_mask = change;
+    RouteNetlinkMessage::SetLink(m)
 }
 
 fn up_flags(up: bool, promisc: bool) -> (u32, u32) {
@@ -346,17 +339,18 @@ impl Netlink {
         if name.is_empty() || name.len() > MAX_IFNAME_LEN {
             return Ok(None);
         }
-        self.one_link(|| get_request(0, Some(name)), &format!("get link {name}"))
+        self.one_link(get_message(0, Some(name)), &format!("get link {name}"))
     }
 
     /// The link with index `index`; `Ok(None)` if there is none.
     pub fn link_by_index(&self, index: u32) -> Result<Option<Link>, NetError> {
-        self.one_link(|| get_request(index, None), &format!("get link {index}"))
+        self.one_link(get_message(index, None), &format!("get link {index}"))
     }
 
-    fn one_link(&self, make: impl Fn() -> Request, op: &str) -> Result<Option<Link>, NetError> {
-        match self.collect(make, RTM_NEWLINK, op, |p| Link::from_msg(p).map(Some)) {
-            Ok(links) => Ok(links.into_iter().next()),
+    fn one_link(&self, req: RouteNetlinkMessage, op: &str) -> Result<Option<Link>, NetError> {
+        match self.route().get(&req, op) {
+            Ok(Some(RouteNetlinkMessage::NewLink(m))) => Ok(Some(Link::from_message(m))),
+            Ok(_) => Ok(None),
             Err(e) if e.raw_errno() == Some(libc_errno::ENODEV) => Ok(None),
             Err(e) => Err(e),
         }
@@ -364,9 +358,14 @@ impl Netlink {
 
     /// Every link in the namespace.
     pub fn links(&self) -> Result<Vec<Link>, NetError> {
-        self.collect(dump_request, RTM_NEWLINK, "list links", |p| {
-            Link::from_msg(p).map(Some)
-        })
+        self.route().dump(
+            || RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            "list links",
+            |m| match m {
+                RouteNetlinkMessage::NewLink(m) => Some(Link::from_message(m)),
+                _ => None,
+            },
+        )
     }
 
     /// The link called `name`, or an error naming it if there is none.
@@ -433,18 +432,14 @@ impl Netlink {
 
     /// Sets a link up.
     pub fn set_up(&self, link: &Link) -> Result<(), NetError> {
-        self.exec(
-            set_request(link.index, IFF_UP, IFF_UP),
-            &format!("set {} up", link.name),
-        )
+        let m = set_flags_message(link.index, LinkFlags::Up, LinkFlags::Up);
+        self.route().ack(&m, 0, &format!("set {} up", link.name))
     }
 
     /// Sets a link down.
     pub fn set_down(&self, link: &Link) -> Result<(), NetError> {
-        self.exec(
-            set_request(link.index, 0, IFF_UP),
-            &format!("set {} down", link.name),
-        )
+        let m = set_flags_message(link.index, LinkFlags::empty(), LinkFlags::Up);
+        self.route().ack(&m, 0, &format!("set {} down", link.name))
     }
 
     /// Sets a link's MTU.

@@ -1,6 +1,7 @@
-//! A blocking, hand-built rtnetlink backend: links, addresses and routes in
-//! one network namespace, with neither an async runtime nor a netlink
-//! packet library.
+//! The rtnetlink facade: links, addresses and routes in one network
+//! namespace, as blocking calls on small owned types. Requests go through
+//! [`crate::nl`]'s socket; operations are moving from the hand-built codec
+//! (`msg`) to netlink-packet-route's types.
 //!
 //! This is a drop-in for the `netlink` facade (same types, same methods,
 //! same error texts). Each [`Netlink`] owns one `NETLINK_ROUTE` socket; a
@@ -11,9 +12,7 @@
 //! a short-lived thread inside the target namespace and then uses it from
 //! the caller's thread, so no thread ever switches namespace back and forth.
 //!
-//! Layout: `msg` is the framing, request building and bounds-checked
-//! attribute walking (pure, byte-tested); `socket` the blocking exchange
-//! (sequence numbers, multipart dumps until `NLMSG_DONE`, ACK and errno);
+//! Layout: `msg` is the legacy request building and attribute walking;
 //! `link`, `addr` and `route` the message bodies, their parsers and the
 //! [`Netlink`] methods; [`addr_flags`] and [`bridge_vlan`] the extras.
 
@@ -30,15 +29,15 @@ pub mod bridge_vlan;
 mod link;
 pub(crate) mod msg;
 mod route;
-pub(crate) mod socket;
 
 pub use addr::Addr;
 pub use addr_flags::AddrFlags;
 pub use link::{BridgeOpts, Link, VethOpts};
 pub use route::Route;
 
+use crate::nl::socket::Outcome;
+use crate::nl::{NETLINK_ROUTE, RouteSocket};
 use msg::{Malformed, Request};
-use socket::{Outcome, Socket};
 
 /// Longest interface name the kernel accepts (IFNAMSIZ - 1).
 pub const MAX_IFNAME_LEN: usize = 15;
@@ -136,7 +135,7 @@ fn format_hw(bytes: &[u8]) -> String {
 ///
 /// `Send` and `Sync`: concurrent calls on one handle take turns.
 pub struct Netlink {
-    sock: Mutex<Socket>,
+    sock: Mutex<RouteSocket>,
 }
 
 impl fmt::Debug for Netlink {
@@ -146,7 +145,7 @@ impl fmt::Debug for Netlink {
 }
 
 /// A kernel errno in `errnos` means "already gone": not an error.
-fn ok_if_missing(r: Result<(), NetError>, errnos: &[i32]) -> Result<(), NetError> {
+pub(crate) fn ok_if_missing(r: Result<(), NetError>, errnos: &[i32]) -> Result<(), NetError> {
     match r {
         Err(e) if e.raw_errno().is_some_and(|n| errnos.contains(&n)) => Ok(()),
         other => other,
@@ -169,7 +168,8 @@ impl Netlink {
     /// A connection to the calling thread's namespace (the "host" for a
     /// plugin's main thread).
     pub fn host() -> Result<Netlink, NetError> {
-        let sock = Socket::route().map_err(|e| rename(e, "open netlink socket".into()))?;
+        let sock = RouteSocket::open(NETLINK_ROUTE, "route")
+            .map_err(|e| rename(e, "open netlink socket".into()))?;
         Ok(Netlink {
             sock: Mutex::new(sock),
         })
@@ -180,22 +180,46 @@ impl Netlink {
     /// used from wherever the caller is.
     pub fn for_ns(ns: &NetNs) -> Result<Netlink, NetError> {
         let sock = ns
-            .run(Socket::route)?
+            .run(|| RouteSocket::open(NETLINK_ROUTE, "route"))?
             .map_err(|e| rename(e, format!("open netlink socket in {}", ns.path().display())))?;
         Ok(Netlink {
             sock: Mutex::new(sock),
         })
     }
 
-    fn sock(&self) -> MutexGuard<'_, Socket> {
+    /// A handle that records requests instead of sending them (see
+    /// [`crate::nl`]); read them with [`Netlink::captured`].
+    #[cfg(test)]
+    pub(crate) fn capture() -> Netlink {
+        Netlink {
+            sock: Mutex::new(RouteSocket::capture("route")),
+        }
+    }
+
+    /// The requests recorded by a [`Netlink::capture`] handle.
+    #[cfg(test)]
+    pub(crate) fn captured(&self) -> Vec<Vec<u8>> {
+        self.route().captured()
+    }
+
+    /// The rtnetlink socket, locked: what every operation sends through
+    /// (see [`crate::nl`] for how to add one).
+    pub(crate) fn route(&self) -> MutexGuard<'_, RouteSocket> {
         // A panic while holding the lock leaves no half-done state behind:
         // every request drains its answer before returning.
         self.sock.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Sends a request that is answered by an ACK (or an errno).
+    fn sock(&self) -> MutexGuard<'_, RouteSocket> {
+        self.route()
+    }
+
+    /// Sends a hand-built request that is answered by an ACK (or an errno).
     fn exec(&self, req: Request, op: &str) -> Result<(), NetError> {
-        self.sock().request(req, op, |_, _| Ok(())).map(|_| ())
+        let bytes = req
+            .finish(0)
+            .map_err(|e| NetError::other(op, e.to_string()))?;
+        self.sock().raw(&bytes, op, |_, _| Ok(())).map(|_| ())
     }
 
     /// Sends a request and parses every answer message of type `want`
@@ -212,9 +236,12 @@ impl Netlink {
         let mut out = Vec::new();
         for _ in 0..DUMP_RETRIES {
             out.clear();
-            let outcome = sock.request(make(), op, |kind, payload| {
+            let bytes = make()
+                .finish(0)
+                .map_err(|e| NetError::other(op, e.to_string()))?;
+            let outcome = sock.raw(&bytes, op, |kind, payload| {
                 if kind == want
-                    && let Some(t) = parse(payload)?
+                    && let Some(t) = parse(payload).map_err(|e| e.to_string())?
                 {
                     out.push(t);
                 }

@@ -8,14 +8,11 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+#[cfg(test)]
 pub(crate) const NLMSG_HDRLEN: usize = 16;
-pub(crate) const NLMSG_NOOP: u16 = 1;
-pub(crate) const NLMSG_ERROR: u16 = 2;
-pub(crate) const NLMSG_DONE: u16 = 3;
 
 pub(crate) const NLM_F_REQUEST: u16 = 0x1;
 pub(crate) const NLM_F_ACK: u16 = 0x4;
-pub(crate) const NLM_F_DUMP_INTR: u16 = 0x10;
 pub(crate) const NLM_F_DUMP: u16 = 0x300;
 pub(crate) const NLM_F_EXCL: u16 = 0x200;
 pub(crate) const NLM_F_CREATE: u16 = 0x400;
@@ -174,50 +171,6 @@ impl Request {
     }
 }
 
-/// One message of a reply datagram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Message<'a> {
-    pub(crate) kind: u16,
-    pub(crate) flags: u16,
-    pub(crate) seq: u32,
-    pub(crate) pid: u32,
-    /// Everything after the netlink header.
-    pub(crate) payload: &'a [u8],
-}
-
-/// Walks the messages of one datagram.
-pub(crate) fn messages(mut data: &[u8]) -> impl Iterator<Item = Result<Message<'_>, Malformed>> {
-    std::iter::from_fn(move || {
-        if data.is_empty() {
-            return None;
-        }
-        let parsed = (|| {
-            let len = usize::try_from(u32_at(data, 0)?).map_err(|_| Malformed("length"))?;
-            if len < NLMSG_HDRLEN || len > data.len() {
-                return Err(Malformed("message length out of bounds"));
-            }
-            let m = Message {
-                kind: u16_at(data, 4)?,
-                flags: u16_at(data, 6)?,
-                seq: u32_at(data, 8)?,
-                pid: u32_at(data, 12)?,
-                payload: data.get(NLMSG_HDRLEN..len).unwrap_or_default(),
-            };
-            Ok((m, align4(len)))
-        })();
-        match parsed {
-            Ok((m, next)) => {
-                data = data.get(next..).unwrap_or_default();
-                Some(Ok(m))
-            }
-            Err(e) => {
-                data = &[];
-                Some(Err(e))
-            }
-        }
-    })
-}
-
 /// Walks the attributes in `data`: (type without flag bits, payload). An
 /// attribute running past the end yields one error and ends the walk.
 pub(crate) fn attrs(mut data: &[u8]) -> impl Iterator<Item = Result<(u16, &[u8]), Malformed>> {
@@ -242,6 +195,7 @@ pub(crate) fn attrs(mut data: &[u8]) -> impl Iterator<Item = Result<(u16, &[u8])
 }
 
 /// The payload of the first attribute of type `kind`.
+#[cfg(test)]
 pub(crate) fn find_attr(data: &[u8], kind: u16) -> Result<Option<&[u8]>, Malformed> {
     for a in attrs(data) {
         let (k, p) = a?;
@@ -264,10 +218,6 @@ pub(crate) fn u32_at(b: &[u8], at: usize) -> Result<u32, Malformed> {
         Some(&[a, c, d, e]) => Ok(u32::from_ne_bytes([a, c, d, e])),
         _ => Err(Malformed("short u32")),
     }
-}
-
-pub(crate) fn i32_at(b: &[u8], at: usize) -> Result<i32, Malformed> {
-    u32_at(b, at).map(|v| i32::from_ne_bytes(v.to_ne_bytes()))
 }
 
 pub(crate) fn u8_at(b: &[u8], at: usize) -> Result<u8, Malformed> {
@@ -351,17 +301,6 @@ mod tests {
         assert!(find_attr(&body[..6], 9).is_err());
         // A declared length below the header size.
         assert!(attrs(&[2, 0, 1, 0, 0, 0]).next().unwrap().is_err());
-        // Message framing.
-        assert!(messages(&msg[..20]).next().unwrap().is_err());
-        let mut twice = msg.clone();
-        twice.extend_from_slice(&msg);
-        let ms: Vec<_> = messages(&twice).map(|m| m.unwrap()).collect();
-        assert_eq!(ms.len(), 2);
-        assert_eq!(
-            (ms[1].kind, ms[1].seq, ms[1].payload.len()),
-            (RTM_NEWADDR, 1, 16)
-        );
-        assert!(messages(&[1, 2, 3]).next().unwrap().is_err());
         assert!(ip_of(AF_INET, &[1, 2, 3]).is_err());
         assert_eq!(
             ip_of(AF_INET6, &[0; 16]).unwrap(),

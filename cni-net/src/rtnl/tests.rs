@@ -284,7 +284,7 @@ fn addresses() {
     assert!(e.is_exists());
     assert_eq!(
         e.to_string(),
-        "add address 10.1.2.3/24 to a0: File exists (os error 17)"
+        "add address 10.1.2.3/24 to a0: File exists (os error 17) (ipv4: Address already assigned)"
     );
     let v4 = nl.addrs(&a0, Some(IpFamily::V4)).unwrap();
     assert_eq!(
@@ -539,12 +539,11 @@ fn bridge_and_link_set_request_bytes() {
     assert_eq!(raw_attrs(&top[1].1), vec![(1, b"bridge\0".to_vec())]);
 
     // set down: RTM_SETLINK, flags 0, change IFF_UP
-    let r = link::set_request(9, 0, link::IFF_UP);
-    assert_eq!(hdr(&r), (19, 0x5));
-    assert_eq!(
-        &r.payload()[..16],
-        &[0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]
-    );
+    let r = captured_one(|nl| nl.set_down(&port9()));
+    assert_eq!(cap_hdr(&r), (19, 0x5));
+    assert_eq!(&r[16..], &[0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
+    let r = captured_one(|nl| nl.set_up(&port9()));
+    assert_eq!(&r[16..], &[0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0]);
     // hairpin: AF_BRIDGE, IFLA_PROTINFO|NLA_F_NESTED { IFLA_BRPORT_MODE = 1 }
     let r = link::bridge_port_request(9, link::IFLA_BRPORT_MODE, true);
     assert_eq!(hdr(&r), (19, 0x5));
@@ -555,10 +554,43 @@ fn bridge_and_link_set_request_bytes() {
     );
     let r = link::del_request(9);
     assert_eq!(hdr(&r), (17, 0x5));
-    let r = link::get_request(0, Some("eth0"));
-    assert_eq!(hdr(&r), (18, 0x5));
-    assert_eq!(raw_attrs(&r.payload()[16..]), vec![(3, b"eth0\0".to_vec())]);
-    assert_eq!(hdr(&link::dump_request()), (18, 0x301));
+    let r = captured_one(|nl| nl.link_by_name("eth0").map(|_| ()));
+    assert_eq!(cap_hdr(&r), (18, 0x5));
+    assert_eq!(&r[16..32], &[0u8; 16]);
+    assert_eq!(raw_attrs(&r[32..]), vec![(3, b"eth0\0".to_vec())]);
+    let r = captured_one(|nl| nl.link_by_index(9).map(|_| ()));
+    assert_eq!(&r[16..], &[0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let r = captured_one(|nl| nl.links().map(|_| ()));
+    assert_eq!((cap_hdr(&r), r.len()), ((18, 0x301), 32));
+    // Names the kernel cannot hold are not asked for.
+    let nl = Netlink::capture();
+    assert_eq!(nl.link_by_name("a-name-that-is-too-long").unwrap(), None);
+    assert!(nl.captured().is_empty());
+}
+
+/// The one request `f` sends through a capturing handle.
+fn captured_one<T: std::fmt::Debug>(f: impl FnOnce(&Netlink) -> Result<T, NetError>) -> Vec<u8> {
+    let nl = Netlink::capture();
+    f(&nl).unwrap();
+    let mut c = nl.captured();
+    assert_eq!(c.len(), 1, "{c:?}");
+    c.remove(0)
+}
+
+/// Message type and flags of a captured request.
+fn cap_hdr(r: &[u8]) -> (u16, u16) {
+    (
+        u16::from_ne_bytes([r[4], r[5]]),
+        u16::from_ne_bytes([r[6], r[7]]),
+    )
+}
+
+fn port9() -> Link {
+    Link {
+        index: 9,
+        name: "port9".into(),
+        ..Link::default()
+    }
 }
 
 #[test]

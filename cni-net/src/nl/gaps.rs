@@ -1,0 +1,82 @@
+//! What the rust-netlink crates do not type, written by hand here and only
+//! here. Each item names the crate type that is missing; when upstream adds
+//! it, the item goes.
+//!
+//! - Extended ACK: netlink-packet-core 0.9 keeps the TLVs after an error
+//!   code as bytes (`ErrorMessage::header`, `DoneMessage::extended_ack`); no
+//!   typed `NLMSGERR_ATTR_MSG` / `NLMSGERR_ATTR_OFFS`. [`ExtAck`] parses them.
+
+use netlink_packet_core::{NLM_F_ACK_TLVS, NLM_F_CAPPED, NlaBuffer, NlasIterator};
+
+/// `NLMSGERR_ATTR_MSG`: a NUL-terminated text from the kernel.
+const NLMSGERR_ATTR_MSG: u16 = 1;
+/// `NLMSGERR_ATTR_OFFS`: byte offset of the offending attribute in the request.
+const NLMSGERR_ATTR_OFFS: u16 = 2;
+
+/// Netlink header length (`struct nlmsghdr`).
+pub(crate) const NLMSG_HDRLEN: usize = 16;
+
+/// The kernel's explanation that came with an error (extended ACK).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ExtAck {
+    /// `NLMSGERR_ATTR_MSG`, e.g. "Unknown device type".
+    pub(crate) msg: Option<String>,
+    /// `NLMSGERR_ATTR_OFFS`: where in our request the kernel stopped.
+    pub(crate) offset: Option<u32>,
+}
+
+impl ExtAck {
+    /// Parses the TLVs of an `NLMSG_ERROR` (`is_error`) or `NLMSG_DONE`
+    /// message. `flags` are the message's netlink header flags, `payload`
+    /// everything after its netlink header (the `i32` code first). Absent,
+    /// short or malformed TLVs give an empty [`ExtAck`]: the errno alone is
+    /// still the answer.
+    pub(crate) fn parse(flags: u16, payload: &[u8], is_error: bool) -> ExtAck {
+        let mut out = ExtAck::default();
+        if flags & NLM_F_ACK_TLVS == 0 {
+            return out;
+        }
+        let mut at = 4;
+        if is_error {
+            // The echoed request: its header only when capped, else whole.
+            let echoed = if flags & NLM_F_CAPPED != 0 {
+                NLMSG_HDRLEN
+            } else {
+                match payload.get(4..8) {
+                    Some(&[a, b, c, d]) => u32::from_ne_bytes([a, b, c, d]) as usize,
+                    _ => return out,
+                }
+            };
+            at += align4(echoed);
+        }
+        let Some(tlvs) = payload.get(at..) else {
+            return out;
+        };
+        for nla in NlasIterator::new(tlvs) {
+            let Ok(nla): Result<NlaBuffer<&[u8]>, _> = nla else {
+                break;
+            };
+            match nla.kind() {
+                NLMSGERR_ATTR_MSG => {
+                    let v = nla.value();
+                    let text = v.split(|&b| b == 0).next().unwrap_or_default();
+                    let text = String::from_utf8_lossy(text).trim().to_string();
+                    if !text.is_empty() {
+                        out.msg = Some(text);
+                    }
+                }
+                NLMSGERR_ATTR_OFFS => {
+                    if let Some(&[a, b, c, d]) = nla.value().get(..4) {
+                        out.offset = Some(u32::from_ne_bytes([a, b, c, d]));
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+pub(crate) const fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}

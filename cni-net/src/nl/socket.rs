@@ -1,0 +1,381 @@
+//! The blocking netlink client: one request out, its answers in.
+//!
+//! A [`Socket<M>`] speaks one netlink family whose messages are `M`
+//! (`RouteNetlinkMessage` for `NETLINK_ROUTE`). It belongs to the network
+//! namespace of the thread that created it, for its whole life. Every
+//! request carries a fresh sequence number; answers with another sequence
+//! number, or not sent by the kernel (port 0), are skipped. The exchange
+//! ends with the ACK (`NLMSG_ERROR` with code 0), a kernel error (errno plus
+//! the extended-ACK text, as [`NetError::Os`]), or the `NLMSG_DONE` of a
+//! dump. The two terminators are read here, before the crate sees them, so
+//! that a negative code in `NLMSG_DONE` (a dump failing midway) is not lost.
+
+use super::gaps::{ExtAck, NLMSG_HDRLEN, align4};
+use crate::error::NetError;
+use netlink_packet_core::{
+    NLM_F_ACK, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP,
+    NetlinkDeserializable, NetlinkHeader, NetlinkSerializable,
+};
+use netlink_sys::{Socket as SysSocket, SocketAddr};
+use std::io;
+use std::marker::PhantomData;
+
+/// Initial receive buffer; grown when the kernel sends a larger datagram.
+const RECV_BUF: usize = 32 * 1024;
+
+/// How often a dump is repeated when the kernel flags it inconsistent.
+const DUMP_RETRIES: usize = 5;
+
+/// A blocking netlink socket speaking messages of type `M`.
+pub(crate) struct Socket<M> {
+    /// `None` in capture mode: requests are recorded, nothing is sent.
+    sys: Option<SysSocket>,
+    seq: u32,
+    recv: Vec<u8>,
+    send: Vec<u8>,
+    /// Names the family in error texts ("route", "netfilter").
+    what: &'static str,
+    captured: Vec<Vec<u8>>,
+    _messages: PhantomData<fn() -> M>,
+}
+
+impl<M> std::fmt::Debug for Socket<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Socket")
+            .field("what", &self.what)
+            .field("seq", &self.seq)
+            .field("capture", &self.sys.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How an exchange ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The ACK, or the end of a dump.
+    Done,
+    /// A dump whose data changed while it ran (`NLM_F_DUMP_INTR`): the
+    /// answers may be inconsistent; ask again.
+    Interrupted,
+}
+
+/// Why an exchange failed, before the operation's name is attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The kernel refused: errno (positive) and its explanation.
+    Kernel(i32, ExtAck),
+    /// An answer that is not valid netlink, or that the crate could not
+    /// decode.
+    Decode(String),
+}
+
+impl Failure {
+    fn into_error(self, op: &str) -> NetError {
+        match self {
+            Failure::Kernel(errno, ack) => NetError::kernel(op, errno, ack.msg),
+            Failure::Decode(text) => NetError::other(op, text),
+        }
+    }
+}
+
+/// What an exchange hands each answer to: its header and the payload
+/// after the netlink header. An `Err` text fails the exchange (after the
+/// rest of the answer is drained).
+pub(crate) type OnAnswer<'a> = dyn FnMut(&NetlinkHeader, &[u8]) -> Result<(), String> + 'a;
+
+/// The receiving half of one exchange, fed datagram by datagram. Pure, so
+/// the terminator and extended-ACK handling are tested on crafted bytes.
+#[derive(Debug)]
+pub(crate) struct Exchange {
+    seq: u32,
+    interrupted: bool,
+    /// The first answer that failed to decode; reported at the terminator
+    /// so that the rest of the answer is drained first.
+    failed: Option<String>,
+}
+
+impl Exchange {
+    pub(crate) fn new(seq: u32) -> Exchange {
+        Exchange {
+            seq,
+            interrupted: false,
+            failed: None,
+        }
+    }
+
+    /// Walks one datagram. Hands every answer of this exchange (header,
+    /// payload after the netlink header) to `each`. Returns the outcome once
+    /// a terminator is seen, `None` when more datagrams follow.
+    pub(crate) fn feed(
+        &mut self,
+        mut datagram: &[u8],
+        each: &mut OnAnswer<'_>,
+    ) -> Result<Option<Outcome>, Failure> {
+        while !datagram.is_empty() {
+            let head = |at: usize| -> Result<[u8; 4], Failure> {
+                match datagram.get(at..at + 4) {
+                    Some(&[a, b, c, d]) => Ok([a, b, c, d]),
+                    _ => Err(Failure::Decode(
+                        "netlink message shorter than its header".into(),
+                    )),
+                }
+            };
+            let len = u32::from_ne_bytes(head(0)?) as usize;
+            let [t0, t1, f0, f1] = head(4)?;
+            let seq = u32::from_ne_bytes(head(8)?);
+            let port = u32::from_ne_bytes(head(12)?);
+            if len < NLMSG_HDRLEN || len > datagram.len() {
+                return Err(Failure::Decode(format!(
+                    "netlink message length {len} out of bounds ({} bytes left)",
+                    datagram.len()
+                )));
+            }
+            let mut header = NetlinkHeader::default();
+            header.length = len as u32;
+            header.message_type = u16::from_ne_bytes([t0, t1]);
+            header.flags = u16::from_ne_bytes([f0, f1]);
+            header.sequence_number = seq;
+            header.port_number = port;
+            let payload = datagram.get(NLMSG_HDRLEN..len).unwrap_or_default();
+            datagram = datagram.get(align4(len)..).unwrap_or_default();
+
+            if seq != self.seq || header.message_type == NLMSG_NOOP {
+                continue;
+            }
+            if header.flags & NLM_F_DUMP_INTR != 0 {
+                self.interrupted = true;
+            }
+            match header.message_type {
+                NLMSG_ERROR | NLMSG_DONE => {
+                    // An old kernel's NLMSG_DONE may carry no code.
+                    let code = match payload.get(..4) {
+                        Some(&[a, b, c, d]) => i32::from_ne_bytes([a, b, c, d]),
+                        _ => 0,
+                    };
+                    if code < 0 {
+                        let is_error = header.message_type == NLMSG_ERROR;
+                        let ack = ExtAck::parse(header.flags, payload, is_error);
+                        return Err(Failure::Kernel(code.saturating_neg(), ack));
+                    }
+                    if let Some(text) = self.failed.take() {
+                        return Err(Failure::Decode(text));
+                    }
+                    return Ok(Some(if self.interrupted {
+                        Outcome::Interrupted
+                    } else {
+                        Outcome::Done
+                    }));
+                }
+                _ => {
+                    if self.failed.is_none()
+                        && let Err(text) = each(&header, payload)
+                    {
+                        self.failed = Some(text);
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Decodes one answer of type `M`, naming its message type on failure.
+fn decode<M: NetlinkDeserializable>(header: &NetlinkHeader, payload: &[u8]) -> Result<M, String> {
+    M::deserialize(header, payload)
+        .map_err(|e| format!("decode netlink message type {}: {e}", header.message_type))
+}
+
+impl<M> Socket<M> {
+    /// Opens a socket of netlink `protocol` (`netlink_sys::protocols::*`)
+    /// in the calling thread's namespace, with extended ACKs and capped
+    /// error echoes. `what` names it in error texts.
+    pub(crate) fn open(protocol: isize, what: &'static str) -> Result<Socket<M>, NetError> {
+        let sys_err =
+            |step: &str, e: io::Error| NetError::io(format!("{step} {what} netlink socket"), e);
+        let mut sys = SysSocket::new(protocol).map_err(|e| sys_err("open", e))?;
+        // Both are best effort: a kernel without them still answers.
+        let _ = sys.set_ext_ack(true);
+        let _ = sys.set_cap_ack(true);
+        sys.bind(&SocketAddr::new(0, 0))
+            .map_err(|e| sys_err("bind", e))?;
+        Ok(Socket::with(Some(sys), what))
+    }
+
+    #[cfg(test)]
+    /// A socket that sends nothing: every request is recorded (see
+    /// [`Socket::captured`]) and answered with an empty ACK or dump.
+    /// For byte-level tests without root.
+    pub(crate) fn capture(what: &'static str) -> Socket<M> {
+        Socket::with(None, what)
+    }
+
+    fn with(sys: Option<SysSocket>, what: &'static str) -> Socket<M> {
+        Socket {
+            sys,
+            seq: 0,
+            recv: Vec::new(),
+            send: Vec::new(),
+            what,
+            captured: Vec::new(),
+            _messages: PhantomData,
+        }
+    }
+
+    /// The requests recorded in capture mode, each a whole netlink message.
+    #[cfg(test)]
+    pub(crate) fn captured(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.captured)
+    }
+
+    /// Sends the message in `self.send` (already framed; its sequence
+    /// number is set here) and walks the answers until a terminator.
+    fn exchange(&mut self, op: &str, each: &mut OnAnswer<'_>) -> Result<Outcome, NetError> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        if let Some(slot) = self.send.get_mut(8..12) {
+            slot.copy_from_slice(&seq.to_ne_bytes());
+        }
+        let Some(sys) = &self.sys else {
+            self.captured.push(self.send.clone());
+            return Ok(Outcome::Done);
+        };
+        let kernel = SocketAddr::new(0, 0);
+        loop {
+            match sys.send_to(&self.send, &kernel, 0) {
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(NetError::io(
+                        format!("{op}: send to {} netlink", self.what),
+                        e,
+                    ));
+                }
+            }
+        }
+        let mut exchange = Exchange::new(seq);
+        loop {
+            let n = recv_datagram(sys, &mut self.recv).map_err(|e| {
+                NetError::io(format!("{op}: receive from {} netlink", self.what), e)
+            })?;
+            let datagram = self.recv.get(..n).unwrap_or_default();
+            if let Some(outcome) = exchange
+                .feed(datagram, each)
+                .map_err(|f| f.into_error(op))?
+            {
+                return Ok(outcome);
+            }
+        }
+    }
+
+    /// Sends an already encoded request (its header's sequence number is
+    /// overwritten) and hands each answer's type and payload to `each`.
+    /// For the messages that still have no crate type.
+    pub(crate) fn raw(
+        &mut self,
+        request: &[u8],
+        op: &str,
+        mut each: impl FnMut(u16, &[u8]) -> Result<(), String>,
+    ) -> Result<Outcome, NetError> {
+        self.send.clear();
+        self.send.extend_from_slice(request);
+        self.exchange(op, &mut |h, p| each(h.message_type, p))
+    }
+}
+
+impl<M: NetlinkSerializable + NetlinkDeserializable> Socket<M> {
+    /// Encodes `msg` with `flags` (plus `NLM_F_REQUEST`) into `self.send`.
+    fn encode(&mut self, msg: &M, flags: u16, op: &str) -> Result<(), NetError> {
+        let len = NLMSG_HDRLEN + msg.buffer_len();
+        // The kernel's length field is u32; attributes over 64 KiB would
+        // already have wrapped their u16 length inside the crate.
+        let len32 = u32::try_from(len).map_err(|_| NetError::other(op, "request too long"))?;
+        self.send.clear();
+        self.send.resize(len, 0);
+        let (head, body) = self.send.split_at_mut(NLMSG_HDRLEN);
+        head[0..4].copy_from_slice(&len32.to_ne_bytes());
+        head[4..6].copy_from_slice(&msg.message_type().to_ne_bytes());
+        head[6..8].copy_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
+        msg.serialize(body);
+        Ok(())
+    }
+
+    /// A request answered by an ACK: create, set, delete. `flags` are
+    /// added to `NLM_F_REQUEST | NLM_F_ACK` (e.g. `NLM_F_CREATE |
+    /// NLM_F_EXCL`).
+    pub(crate) fn ack(&mut self, msg: &M, flags: u16, op: &str) -> Result<(), NetError> {
+        self.encode(msg, NLM_F_ACK | flags, op)?;
+        self.exchange(op, &mut |_, _| Ok(())).map(|_| ())
+    }
+
+    /// A request for one object (GETLINK by name or index, GETROUTE of a
+    /// destination): the first answer, `None` when the kernel sent none.
+    pub(crate) fn get(&mut self, msg: &M, op: &str) -> Result<Option<M>, NetError> {
+        self.encode(msg, NLM_F_ACK, op)?;
+        let mut first = None;
+        self.exchange(op, &mut |h, p| {
+            if first.is_none() {
+                first = Some(decode::<M>(h, p)?);
+            }
+            Ok(())
+        })?;
+        Ok(first)
+    }
+
+    /// A dump: every answer that `keep` maps to `Some`. The request is
+    /// built by `make` and sent again (up to 5 times) while the kernel flags
+    /// the dump as interrupted; then the last answer is used.
+    pub(crate) fn dump<T>(
+        &mut self,
+        make: impl Fn() -> M,
+        op: &str,
+        mut keep: impl FnMut(M) -> Option<T>,
+    ) -> Result<Vec<T>, NetError> {
+        let mut out = Vec::new();
+        for _ in 0..DUMP_RETRIES {
+            out.clear();
+            self.encode(&make(), NLM_F_DUMP, op)?;
+            let outcome = self.exchange(op, &mut |h, p| {
+                if let Some(t) = keep(decode::<M>(h, p)?) {
+                    out.push(t);
+                }
+                Ok(())
+            })?;
+            if outcome == Outcome::Done {
+                break;
+            }
+            log::debug!("{op}: dump interrupted, asking again");
+        }
+        Ok(out)
+    }
+}
+
+/// Receives one datagram into `buf` (grown to the datagram's size first,
+/// learnt with `MSG_PEEK | MSG_TRUNC`) from the kernel; returns its length.
+fn recv_datagram(sys: &SysSocket, buf: &mut Vec<u8>) -> io::Result<usize> {
+    loop {
+        if buf.capacity() < RECV_BUF {
+            buf.reserve(RECV_BUF);
+        }
+        let mut probe: &mut [u8] = &mut [];
+        let want = match sys.recv(&mut probe, nix::libc::MSG_PEEK | nix::libc::MSG_TRUNC) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        buf.clear();
+        buf.reserve(want);
+        let from = match sys.recv_from(buf, 0) {
+            Ok((_, from)) => from,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        // Only the kernel (port 0) answers requests; drop anything else.
+        if from.port_number() != 0 {
+            continue;
+        }
+        return Ok(buf.len());
+    }
+}
+
+#[cfg(test)]
+mod tests;
