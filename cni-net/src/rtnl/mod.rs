@@ -1,6 +1,6 @@
 //! The rtnetlink facade: links, addresses and routes in one network
 //! namespace, as blocking calls on small owned types. Requests go through
-//! [`crate::nl`]'s socket; operations are moving from the hand-built codec
+//! `crate::nl`'s socket; operations are moving from the hand-built codec
 //! (`msg`) to netlink-packet-route's types.
 //!
 //! This is a drop-in for the `netlink` facade (same types, same methods,
