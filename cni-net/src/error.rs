@@ -96,6 +96,20 @@ impl NetError {
         }
     }
 
+    /// The kernel's reason alone, spelled as Go prints an errno (`file
+    /// exists`, `no such device`); the whole text when there is no errno.
+    /// For messages that name the operation themselves, as the reference's do.
+    pub fn reason(&self) -> String {
+        match self {
+            NetError::Os { source, .. } => match source.raw_os_error() {
+                Some(n) => go_errno_text(n),
+                None => source.to_string(),
+            },
+            NetError::Other { msg, .. } => msg.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// True when the netns path does not exist.
     pub fn is_ns_not_found(&self) -> bool {
         matches!(self, NetError::NsNotFound { .. })

@@ -24,6 +24,7 @@
 pub mod conntrack;
 mod error;
 pub mod iface;
+pub mod link_plugin;
 pub mod netns;
 pub mod nf_tables;
 pub(crate) mod nl;
@@ -38,8 +39,9 @@ pub mod sysfs;
 pub use error::NetError;
 pub use netns::NetNs;
 pub use rtnl::{
-    Addr, AddrFlags, BridgeOpts, IpFamily, Link, MAX_IFNAME_LEN, Mac, Netlink, Route, TABLE_MAIN,
-    VethOpts, addr_flags, bridge_vlan, scope,
+    Addr, AddrFlags, BridgeOpts, ChildKind, ChildOpts, IpFamily, IpvlanMode, Link, LinkExtras,
+    MAX_IFNAME_LEN, Mac, MacvlanMode, Netlink, Route, TABLE_MAIN, VethOpts, addr_flags,
+    bridge_vlan, scope,
 };
 
 #[cfg(test)]

@@ -26,12 +26,14 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 mod addr;
 pub mod addr_flags;
 pub mod bridge_vlan;
+mod child;
 mod link;
 pub(crate) mod msg;
 mod route;
 
 pub use addr::Addr;
 pub use addr_flags::AddrFlags;
+pub use child::{ChildKind, ChildOpts, IpvlanMode, LinkExtras, MacvlanMode};
 pub use link::{BridgeOpts, Link, VethOpts};
 pub use route::Route;
 
