@@ -12,6 +12,8 @@ pub mod tempdir;
 
 pub mod host_local_util;
 
+pub mod iface_util;
+
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -969,6 +969,83 @@ fn hostile_ptp() {
     hostile(&w, base, keys, t, &[]);
 }
 
+/// A parent for the link plugins in the hostile host: veth `hxm0` (up)
+/// with its peer `hxp0`.
+fn add_parent(w: &World) {
+    w.host.exec_ok(
+        "ip",
+        &[
+            "link", "add", "hxm0", "type", "veth", "peer", "name", "hxp0",
+        ],
+    );
+    w.host.exec_ok("ip", &["link", "set", "hxm0", "up"]);
+}
+
+/// macvlan's own keys.
+fn macvlan_keys() -> Vec<Key> {
+    let mut keys = bools(&["linkInContainer"]);
+    keys.extend([
+        key(
+            "master",
+            Kind::Str,
+            vec![
+                json!("MARK"),
+                json!("../MARK"),
+                json!(""),
+                json!("lo"),
+                json!("x".repeat(16)),
+            ],
+        ),
+        key(
+            "mode",
+            Kind::Str,
+            vec![json!("PRIVATE"), json!("source"), json!("MARK")],
+        ),
+        key(
+            "mtu",
+            Kind::Int(0, 1500),
+            vec![json!(1501), json!(65536), json!(67)],
+        ),
+        key(
+            "mac",
+            Kind::Str,
+            vec![
+                json!("zz"),
+                json!("ff:ff:ff:ff:ff:ff"),
+                json!("01:00:5e:00:00:01"),
+            ],
+        ),
+        key("bcqueuelen", Kind::Int(0, 4_294_967_295), vec![]),
+        key(
+            "runtimeConfig.mac",
+            Kind::Str,
+            vec![json!("zz"), json!("01:00:5e:00:00:01")],
+        ),
+    ]);
+    keys
+}
+
+#[test]
+fn hostile_macvlan() {
+    if skip_unless_root("hostile_macvlan") {
+        return;
+    }
+    let w = World::new("macvlan", 21);
+    add_parent(&w);
+    let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "macvlan", "master": "hxm0", "ipam": w.ipam(false)});
+    warm_up(&w, &base);
+    let mut keys = common_keys();
+    keys.extend(ipam_keys(&w, true));
+    keys.extend(macvlan_keys());
+    let t = Traits {
+        uses_netns: true,
+        strict_args: true,
+        delegates: true,
+        prev_cmd: Some("CHECK"),
+    };
+    hostile(&w, base, keys, t, &[]);
+}
+
 #[test]
 fn hostile_portmap() {
     if skip_unless_root("hostile_portmap") {

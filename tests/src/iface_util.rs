@@ -1,0 +1,209 @@
+//! Helpers for the interface plugins' tests (macvlan, ipvlan, vlan, dummy,
+//! host-device): a private "host" namespace holding a veth pair whose one
+//! end is the parent (`mst0`) and whose other end (`peer0`, with an
+//! address in the test's subnet) stands for the rest of the segment;
+//! container namespaces; plugin runs inside the private host; and a probe
+//! for link kinds this kernel may lack.
+
+use crate::host_local_util::DataDir;
+use crate::{Invocation, Netns, PluginOutput};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The parent's name in [`Segment::host`].
+pub const MASTER: &str = "mst0";
+/// The parent's veth peer, the segment's other station.
+pub const PEER: &str = "peer0";
+
+/// A private host namespace with the veth pair `mst0` <-> `peer0`, both up;
+/// `peer0` holds `<prefix>.254/24` and accepts gratuitous ARP
+/// (`arp_accept=1`), so a container's announcement shows up in its
+/// neighbour table.
+pub struct Segment {
+    /// The private "host".
+    pub host: Netns,
+    /// `a.b.c` of the segment's /24.
+    pub prefix: String,
+}
+
+impl Segment {
+    /// A segment for the /24 `prefix` (`10.124.1`), namespaces tagged `tag`.
+    pub fn new(tag: &str, prefix: &str) -> Segment {
+        let host = Netns::new(tag);
+        host.exec_ok("ip", &["link", "set", "lo", "up"]);
+        host.exec_ok(
+            "ip",
+            &["link", "add", MASTER, "type", "veth", "peer", "name", PEER],
+        );
+        host.exec_ok(
+            "sysctl",
+            &["-qw", &format!("net.ipv4.conf.{PEER}.arp_accept=1")],
+        );
+        host.exec_ok(
+            "ip",
+            &["addr", "add", &format!("{prefix}.254/24"), "dev", PEER],
+        );
+        for l in [MASTER, PEER] {
+            host.exec_ok("ip", &["link", "set", l, "up"]);
+        }
+        Segment {
+            host,
+            prefix: prefix.to_string(),
+        }
+    }
+
+    /// The peer's address.
+    pub fn peer_ip(&self) -> String {
+        format!("{}.254", self.prefix)
+    }
+}
+
+/// A config of plugin `kind` with host-local on `subnet` in `data` (no
+/// `ipam` when `subnet` is None), merged with `extra` at the top level.
+pub fn conf(
+    kind: &str,
+    data: &DataDir,
+    version: &str,
+    subnet: Option<&str>,
+    extra: Value,
+) -> Value {
+    let mut c = json!({"cniVersion": version, "name": data.name(), "type": kind});
+    if let Some(s) = subnet {
+        c["ipam"] = json!({
+            "type": "host-local",
+            "dataDir": data.path().display().to_string(),
+            "ranges": [[{"subnet": s}]],
+        });
+    }
+    if let (Some(m), Some(e)) = (c.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    c
+}
+
+/// Runs `plugin` with `cmd` for `cid`/`ifname` in `cont`, inside `host`.
+pub fn run(
+    plugin: &Path,
+    cmd: &str,
+    cid: &str,
+    host: &Netns,
+    cont: &Netns,
+    ifname: &str,
+    conf: &Value,
+) -> PluginOutput {
+    Invocation::new(plugin, cmd)
+        .attach(cid, cont, ifname)
+        .in_host(host)
+        .config(conf)
+        .run()
+}
+
+/// `conf` with `prevResult` set.
+pub fn with_prev(conf: &Value, result: &Value) -> Value {
+    let mut c = conf.clone();
+    c["prevResult"] = result.clone();
+    c
+}
+
+/// `ip -d -j link show <name>` in `ns`: the link's JSON, or Null.
+pub fn link(ns: &Netns, name: &str) -> Value {
+    let out = ns.exec("ip", &["-d", "-j", "link", "show", name]);
+    if !out.status.success() {
+        return Value::Null;
+    }
+    serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|v| v.get(0).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Pings `dst` from `ns`, retrying for up to 5 s (neighbours take a moment).
+pub fn ping(ns: &Netns, dst: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if ns
+            .exec("ping", &["-c", "1", "-W", "1", dst])
+            .status
+            .success()
+        {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits up to 5 s for `cond`.
+pub fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The neighbour entry (lladdr) for `ip` on `dev` in `ns`, if any.
+pub fn neighbour(ns: &Netns, dev: &str, ip: &str) -> Option<String> {
+    ns.ip_json(&["neigh", "show", "dev", dev])
+        .as_array()?
+        .iter()
+        .find(|n| n["dst"] == ip)
+        .and_then(|n| n["lladdr"].as_str().map(str::to_string))
+}
+
+/// The first address of a result, without its prefix.
+pub fn first_ip(result: &Value) -> String {
+    result["ips"][0]["address"]
+        .as_str()
+        .and_then(|a| a.split('/').next())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// True when this kernel can create links of `kind` (`dummy`, `ipvlan`,
+/// `vlan`), probed in a scratch namespace.
+pub fn kernel_has(kind: &str) -> bool {
+    let ns = Netns::new("kp");
+    ns.exec_ok(
+        "ip",
+        &["link", "add", "p0", "type", "veth", "peer", "name", "p1"],
+    );
+    let args: Vec<&str> = match kind {
+        "vlan" => vec![
+            "link", "add", "link", "p0", "name", "k0", "type", "vlan", "id", "5",
+        ],
+        "ipvlan" => vec!["link", "add", "link", "p0", "name", "k0", "type", "ipvlan"],
+        other => vec!["link", "add", "k0", "type", other],
+    };
+    ns.exec("ip", &args).status.success()
+}
+
+/// For tests of a link kind this kernel may lack: true (after saying so
+/// once on stderr) when the test cannot run here. Under the VM runner
+/// (`RCNI_REQUIRE_KINDS=1`) a missing kind fails the test instead, so it
+/// never passes there by skipping.
+pub fn skip_without_kind(test: &str, kind: &str) -> bool {
+    if kernel_has(kind) {
+        return false;
+    }
+    assert!(
+        std::env::var_os("RCNI_REQUIRE_KINDS").is_none(),
+        "{test}: this kernel cannot create {kind} links, and RCNI_REQUIRE_KINDS is set"
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "CANNOT RUN HERE {test}: this kernel has no {kind} links (run it under scripts/vmtest)"
+    );
+    true
+}
