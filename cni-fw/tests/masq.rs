@@ -6,9 +6,10 @@
 use cni_fw::masq::{self, Attachment, Backend};
 use std::process::Command;
 
-fn in_private_netns(test: &str, f: impl FnOnce() + Send) {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIP {test}: needs root (network namespaces)");
+/// Runs `f` in a private network namespace, or prints a SKIP line when not
+/// root or when one of `tools` is missing.
+fn in_private_netns(test: &str, tools: &[&str], f: impl FnOnce() + Send) {
+    if rcni_tests::skip_unless(test, tools) {
         return;
     }
     std::thread::scope(|s| {
@@ -39,51 +40,60 @@ const B: Attachment = Attachment {
 
 #[test]
 fn iptables_setup_teardown_gc() {
-    in_private_netns("iptables_setup_teardown_gc", || {
-        let addrs = [
-            "10.77.0.5/24".parse().unwrap(),
-            "fd77::5/64".parse().unwrap(),
-        ];
-        masq::setup(Backend::Iptables, &addrs, A).unwrap();
-        // Idempotent: a second setup adds nothing twice.
-        masq::setup(Backend::Iptables, &addrs, A).unwrap();
-        masq::setup(Backend::Iptables, &["10.77.0.6/24".parse().unwrap()], B).unwrap();
-        let chain = cni_fw::hash::chain_name("masqnet", "ctr1");
-        let v4 = output("iptables-save", &["-t", "nat"]);
-        let expect = [
-            format!(
-                "-A POSTROUTING -s 10.77.0.5/32 -m comment --comment \"name: \\\"masqnet\\\" id: \\\"ctr1\\\"\" -j {chain}"
-            ),
-            format!(
-                "-A {chain} -d 10.77.0.0/24 -m comment --comment \"name: \\\"masqnet\\\" id: \\\"ctr1\\\"\" -j ACCEPT"
-            ),
-            format!(
-                "-A {chain} ! -d 224.0.0.0/4 -m comment --comment \"name: \\\"masqnet\\\" id: \\\"ctr1\\\"\" -j MASQUERADE"
-            ),
-        ];
-        for e in &expect {
-            assert_eq!(v4.lines().filter(|l| l == e).count(), 1, "{e}\n{v4}");
-        }
-        let v6 = output("ip6tables-save", &["-t", "nat"]);
-        assert!(v6.contains("-A POSTROUTING -s fd77::5/128"), "{v6}");
-        assert!(v6.contains("! -d ff00::/8"), "{v6}");
+    in_private_netns(
+        "iptables_setup_teardown_gc",
+        &[
+            "iptables-restore",
+            "iptables-save",
+            "ip6tables-restore",
+            "ip6tables-save",
+        ],
+        || {
+            let addrs = [
+                "10.77.0.5/24".parse().unwrap(),
+                "fd77::5/64".parse().unwrap(),
+            ];
+            masq::setup(Backend::Iptables, &addrs, A).unwrap();
+            // Idempotent: a second setup adds nothing twice.
+            masq::setup(Backend::Iptables, &addrs, A).unwrap();
+            masq::setup(Backend::Iptables, &["10.77.0.6/24".parse().unwrap()], B).unwrap();
+            let chain = cni_fw::hash::chain_name("masqnet", "ctr1");
+            let v4 = output("iptables-save", &["-t", "nat"]);
+            let expect = [
+                format!(
+                    "-A POSTROUTING -s 10.77.0.5/32 -m comment --comment \"name: \\\"masqnet\\\" id: \\\"ctr1\\\"\" -j {chain}"
+                ),
+                format!(
+                    "-A {chain} -d 10.77.0.0/24 -m comment --comment \"name: \\\"masqnet\\\" id: \\\"ctr1\\\"\" -j ACCEPT"
+                ),
+                format!(
+                    "-A {chain} ! -d 224.0.0.0/4 -m comment --comment \"name: \\\"masqnet\\\" id: \\\"ctr1\\\"\" -j MASQUERADE"
+                ),
+            ];
+            for e in &expect {
+                assert_eq!(v4.lines().filter(|l| l == e).count(), 1, "{e}\n{v4}");
+            }
+            let v6 = output("ip6tables-save", &["-t", "nat"]);
+            assert!(v6.contains("-A POSTROUTING -s fd77::5/128"), "{v6}");
+            assert!(v6.contains("! -d ff00::/8"), "{v6}");
 
-        // GC keeps ctr2 only.
-        masq::gc("masqnet", &[("ctr2".into(), "eth0".into())]).unwrap();
-        let v4 = output("iptables-save", &["-t", "nat"]);
-        assert!(!v4.contains(&chain), "{v4}");
-        assert!(v4.contains(&cni_fw::hash::chain_name("masqnet", "ctr2")));
-        assert!(!output("ip6tables-save", &["-t", "nat"]).contains(&chain));
+            // GC keeps ctr2 only.
+            masq::gc("masqnet", &[("ctr2".into(), "eth0".into())]).unwrap();
+            let v4 = output("iptables-save", &["-t", "nat"]);
+            assert!(!v4.contains(&chain), "{v4}");
+            assert!(v4.contains(&cni_fw::hash::chain_name("masqnet", "ctr2")));
+            assert!(!output("ip6tables-save", &["-t", "nat"]).contains(&chain));
 
-        masq::teardown(B).unwrap();
-        masq::teardown(B).unwrap();
-        assert!(!output("iptables-save", &["-t", "nat"]).contains("CNI-"));
-    });
+            masq::teardown(B).unwrap();
+            masq::teardown(B).unwrap();
+            assert!(!output("iptables-save", &["-t", "nat"]).contains("CNI-"));
+        },
+    );
 }
 
 #[test]
 fn nftables_setup_teardown_gc() {
-    in_private_netns("nftables_setup_teardown_gc", || {
+    in_private_netns("nftables_setup_teardown_gc", &["nft"], || {
         let addrs = [
             "10.78.0.5/24".parse().unwrap(),
             "fd78::5/64".parse().unwrap(),

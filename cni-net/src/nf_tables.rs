@@ -239,12 +239,19 @@ mod tests {
     #[test]
     fn reads_rules_of_iptables_nft_chains() {
         use std::process::Command;
-        if !crate::testutil::is_root()
-            || Command::new("iptables-nft-restore")
-                .arg("--version")
-                .output()
-                .is_err()
+        if crate::testutil::skip_unless_root("nf_tables::reads_rules_of_iptables_nft_chains") {
+            return;
+        }
+        if Command::new("iptables-nft-restore")
+            .arg("--version")
+            .output()
+            .is_err()
         {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "SKIP nf_tables::reads_rules_of_iptables_nft_chains: no iptables-nft-restore (package iptables)"
+            );
             return;
         }
         let ns = crate::NetNs::new_anonymous().unwrap();

@@ -38,18 +38,63 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// Prints a visible skip line and returns true when the test needs root and
-/// we are not root.
+/// Prints a visible skip line and returns true when the test cannot run
+/// here: it needs root (network namespaces) and `ip` (iproute2), which every
+/// test that makes a namespace runs.
 pub fn skip_unless_root(test: &str) -> bool {
-    if is_root() {
+    if !is_root() {
+        // Straight to stderr: libtest captures eprintln! of passing tests.
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP {test}: needs root (network namespaces)"
+        );
+        return true;
+    }
+    skip_without_tools(test, &["ip"])
+}
+
+/// The netfilter tools the plugins run for masquerade, MAC spoof check and
+/// portmap (both backends), and the tests run to look at the rules.
+pub const FIREWALL_TOOLS: &[&str] = &[
+    "nft",
+    "iptables",
+    "iptables-save",
+    "iptables-restore",
+    "ip6tables",
+    "ip6tables-save",
+    "ip6tables-restore",
+];
+
+/// Whether `program` is found in PATH (as `execvp` would find it).
+pub fn have_tool(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| {
+        std::fs::metadata(dir.join(program))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// Prints a visible skip line naming the missing programs and returns true
+/// when one of `tools` is not in PATH (`scripts/test-deps` installs the
+/// packages that have them).
+pub fn skip_without_tools(test: &str, tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools.iter().copied().filter(|t| !have_tool(t)).collect();
+    if missing.is_empty() {
         return false;
     }
-    // Straight to stderr: libtest captures eprintln! of passing tests.
     let _ = writeln!(
         std::io::stderr(),
-        "SKIP {test}: needs root (network namespaces)"
+        "SKIP {test}: needs {} (not in PATH; scripts/test-deps installs the packages)",
+        missing.join(", ")
     );
     true
+}
+
+/// `skip_unless_root`, then `skip_without_tools`: the usual guard of a
+/// test that also runs `tools`.
+pub fn skip_unless(test: &str, tools: &[&str]) -> bool {
+    skip_unless_root(test) || skip_without_tools(test, tools)
 }
 
 /// The directory holding the workspace's built binaries (`target/<profile>`).

@@ -10,7 +10,10 @@
 #![cfg(test)]
 
 use rcni_tests::host_local_util::DataDir;
-use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root, unique};
+use rcni_tests::{
+    FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, go_bin, skip_unless, skip_unless_root,
+    unique,
+};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -308,7 +311,7 @@ fn compare(test: &str, n: u8, scenario: impl Fn(&World) -> Value) {
 
 #[test]
 fn two_containers_ipv4_ping_and_match_reference() {
-    if skip_unless_root("two_containers_ipv4_ping_and_match_reference") {
+    if skip_unless("two_containers_ipv4_ping_and_match_reference", &["ping"]) {
         return;
     }
     compare("two_containers_ipv4", 1, |w| {
@@ -364,7 +367,7 @@ fn result_matches_kernel() {
 
 #[test]
 fn ipv6_ping_and_match_reference() {
-    if skip_unless_root("ipv6_ping_and_match_reference") {
+    if skip_unless("ipv6_ping_and_match_reference", &["ping"]) {
         return;
     }
     compare("ipv6", 3, |w| {
@@ -385,7 +388,7 @@ fn ipv6_ping_and_match_reference() {
 
 #[test]
 fn dual_stack_default_gateway_and_match_reference() {
-    if skip_unless_root("dual_stack_default_gateway_and_match_reference") {
+    if skip_unless("dual_stack_default_gateway_and_match_reference", &["ping"]) {
         return;
     }
     compare("dual_stack", 4, |w| {
@@ -462,7 +465,7 @@ fn mtu_hairpin_promisc_and_match_reference() {
 /// arguments): the same kernel state as the reference's.
 #[test]
 fn keys_in_any_case_like_the_reference() {
-    if skip_unless_root("keys_in_any_case_like_the_reference") {
+    if skip_unless("keys_in_any_case_like_the_reference", &["ping"]) {
         return;
     }
     compare("keys_in_any_case", 24, |w| {
@@ -508,7 +511,7 @@ fn route_mtu_and_advmss_are_applied() {
 
 #[test]
 fn force_address_and_failed_add_rolls_back() {
-    if skip_unless_root("force_address_and_failed_add_rolls_back") {
+    if skip_unless("force_address_and_failed_add_rolls_back", &["ping"]) {
         return;
     }
     compare("force_address", 7, |w| {
@@ -586,7 +589,7 @@ fn gateway_on_a_bridge_without_mac() {
 
 #[test]
 fn taken_ifname_leaves_nothing_behind() {
-    if skip_unless_root("taken_ifname_leaves_nothing_behind") {
+    if skip_unless("taken_ifname_leaves_nothing_behind", FIREWALL_TOOLS) {
         return;
     }
     let w = World::new(Impl::Ours, 8).unwrap();
@@ -615,7 +618,7 @@ fn taken_ifname_leaves_nothing_behind() {
 
 #[test]
 fn l2_mode_and_check() {
-    if skip_unless_root("l2_mode_and_check") {
+    if skip_unless("l2_mode_and_check", &["ping"]) {
         return;
     }
     compare("l2", 9, |w| {
@@ -796,7 +799,7 @@ fn check_passes_then_fails_after_tampering() {
 
 #[test]
 fn del_is_idempotent() {
-    if skip_unless_root("del_is_idempotent") {
+    if skip_unless("del_is_idempotent", FIREWALL_TOOLS) {
         return;
     }
     let w = World::new(Impl::Ours, 14).unwrap();
@@ -930,7 +933,7 @@ fn seen_source(c: &Netns, outside: &Netns, ip: &str) -> String {
 
 #[test]
 fn ip_masq_both_backends() {
-    if skip_unless_root("ip_masq_both_backends") {
+    if skip_unless("ip_masq_both_backends", FIREWALL_TOOLS) {
         return;
     }
     for (i, backend) in ["iptables", "nftables"].iter().enumerate() {
@@ -985,7 +988,10 @@ fn ip_masq_both_backends() {
 
 #[test]
 fn macspoofchk_rules_follow_the_reference_layout() {
-    if skip_unless_root("macspoofchk_rules_follow_the_reference_layout") {
+    if skip_unless(
+        "macspoofchk_rules_follow_the_reference_layout",
+        &[FIREWALL_TOOLS, &["ping"]].concat(),
+    ) {
         return;
     }
     let w = World::new(Impl::Ours, 18).unwrap();
@@ -1038,7 +1044,7 @@ fn macspoofchk_rules_follow_the_reference_layout() {
 
 #[test]
 fn gc_and_status() {
-    if skip_unless_root("gc_and_status") {
+    if skip_unless("gc_and_status", FIREWALL_TOOLS) {
         return;
     }
     let w = World::new(Impl::Ours, 19).unwrap();
@@ -1183,7 +1189,7 @@ fn vlan_needs_kernel_support() {
 
 #[test]
 fn parallel_adds_on_one_bridge() {
-    if skip_unless_root("parallel_adds_on_one_bridge") {
+    if skip_unless("parallel_adds_on_one_bridge", &["ping"]) {
         return;
     }
     let w = World::new(Impl::Ours, 22).unwrap();

@@ -9,7 +9,9 @@
 #![cfg(test)]
 
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{Netns, PluginOutput, bin, bin_dir, skip_unless_root, unique};
+use rcni_tests::{
+    FIREWALL_TOOLS, Netns, PluginOutput, bin, bin_dir, skip_unless, skip_unless_root, unique,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -190,7 +192,10 @@ fn ports(host_port: u16) -> String {
 
 #[test]
 fn bridge_host_local_portmap_add_check_del_gc_status() {
-    if skip_unless_root("bridge_host_local_portmap_add_check_del_gc_status") {
+    if skip_unless(
+        "bridge_host_local_portmap_add_check_del_gc_status",
+        FIREWALL_TOOLS,
+    ) {
         return;
     }
     let w = World::new();
@@ -371,7 +376,10 @@ fn bridge_host_local_portmap_add_check_del_gc_status() {
 
 #[test]
 fn ptp_host_local_conf_add_check_del_gc_status() {
-    if skip_unless_root("ptp_host_local_conf_add_check_del_gc_status") {
+    if skip_unless(
+        "ptp_host_local_conf_add_check_del_gc_status",
+        FIREWALL_TOOLS,
+    ) {
         return;
     }
     let w = World::new();

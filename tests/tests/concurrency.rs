@@ -13,7 +13,7 @@ mod common;
 
 use common::{Out, cni_env, diff, run_plugin, say, snapshot};
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{Netns, bin, skip_unless_root, unique};
+use rcni_tests::{FIREWALL_TOOLS, Netns, bin, skip_unless, skip_unless_root, unique};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -185,7 +185,7 @@ fn check_chain(net: &Net, i: usize, ns: &Netns, prev: &Value) -> bool {
 
 #[test]
 fn adds_race_deletes_on_bridge_and_portmap() {
-    if skip_unless_root("adds_race_deletes_on_bridge_and_portmap") {
+    if skip_unless("adds_race_deletes_on_bridge_and_portmap", FIREWALL_TOOLS) {
         return;
     }
     const N: usize = 32;

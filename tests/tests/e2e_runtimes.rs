@@ -39,15 +39,6 @@ fn skip(test: &str, why: &str) -> bool {
     true
 }
 
-/// Whether `program` is on PATH.
-fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// Common gate: root, RCNI_E2E=1, the tools, a static busybox.
 fn gated(test: &str, tools: &[&str]) -> bool {
     if !rcni_tests::is_root() {
@@ -56,13 +47,11 @@ fn gated(test: &str, tools: &[&str]) -> bool {
     if std::env::var("RCNI_E2E").as_deref() != Ok("1") {
         return skip(test, "end-to-end runtime tests run with RCNI_E2E=1");
     }
-    for t in tools
-        .iter()
-        .chain(&["nsenter", "unshare", "tar", "sha256sum", "mount"])
+    // The network has masquerade and port mappings.
+    let common = ["ip", "nsenter", "unshare", "tar", "sha256sum", "mount"];
+    if rcni_tests::skip_without_tools(test, &[tools, &common, rcni_tests::FIREWALL_TOOLS].concat())
     {
-        if !have(t) {
-            return skip(test, &format!("{t} is not installed"));
-        }
+        return true;
     }
     let static_busybox = Command::new("ldd")
         .arg("/bin/busybox")

@@ -22,10 +22,9 @@ use common::{Out, cni_env, os, run_plugin, set_at, set_env};
 use ipnetwork::IpNetwork;
 use proptest::prelude::*;
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{Netns, bin, is_root};
+use rcni_tests::{Netns, bin};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
@@ -634,8 +633,7 @@ struct Sandbox {
 
 impl Sandbox {
     fn new() -> Option<Sandbox> {
-        if !is_root() {
-            let _ = writeln!(std::io::stderr(), "SKIP exec'd fuzz cases: needs root");
+        if rcni_tests::skip_unless_root("exec'd fuzz cases") {
             return None;
         }
         let host = Netns::new("hxfh");

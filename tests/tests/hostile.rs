@@ -27,7 +27,7 @@ use common::{
     Out, cni_env, diff, files_under, os, run_plugin, say, set_at, set_env, snapshot, unset_env,
 };
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{Netns, bin, bin_dir, skip_unless_root, unique};
+use rcni_tests::{FIREWALL_TOOLS, Netns, bin, bin_dir, skip_unless, skip_unless_root, unique};
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -874,7 +874,7 @@ fn hostile_host_local() {
 
 #[test]
 fn hostile_bridge() {
-    if skip_unless_root("hostile_bridge") {
+    if skip_unless("hostile_bridge", FIREWALL_TOOLS) {
         return;
     }
     let w = World::new("bridge", 3);
@@ -947,7 +947,7 @@ fn hostile_bridge() {
 
 #[test]
 fn hostile_ptp() {
-    if skip_unless_root("hostile_ptp") {
+    if skip_unless("hostile_ptp", FIREWALL_TOOLS) {
         return;
     }
     let w = World::new("ptp", 4);
@@ -1048,7 +1048,7 @@ fn hostile_macvlan() {
 
 #[test]
 fn hostile_portmap() {
-    if skip_unless_root("hostile_portmap") {
+    if skip_unless("hostile_portmap", FIREWALL_TOOLS) {
         return;
     }
     let w = World::new("portmap", 5);

@@ -16,7 +16,7 @@ mod common;
 
 use common::{cni_env, diff, say, set_env, snapshot};
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{Netns, bin, skip_unless_root, unique};
+use rcni_tests::{FIREWALL_TOOLS, Netns, bin, skip_unless, unique};
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::io::Write;
@@ -263,7 +263,13 @@ fn lab(plugin: &'static str, n: u8) -> Lab {
 
 fn kill9(plugin: &'static str, n: u8) {
     let test = format!("kill9_{plugin}");
-    if skip_unless_root(&test) {
+    // All but host-local set up masquerade or port mappings.
+    let tools = if plugin == "host-local" {
+        &[][..]
+    } else {
+        FIREWALL_TOOLS
+    };
+    if skip_unless(&test, tools) {
         return;
     }
     let lab = lab(plugin, n);

@@ -20,7 +20,9 @@
 
 use cni_runtime::{CniConfig, CniError, CniResult, GcAttachment, NetworkConfigList, RuntimeConf};
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{Invocation, Netns, PluginOutput, bin, bin_dir, go_bin, is_root};
+use rcni_tests::{
+    FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, bin_dir, go_bin, skip_unless,
+};
 use serde_json::{Map, Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -37,9 +39,10 @@ fn skip_go(test: &str) -> bool {
 
 fn skip_if(test: &str, go: bool) -> bool {
     use std::io::Write;
-    let why = if !is_root() {
-        "needs root (network namespaces)"
-    } else if go && (go_bin("bridge").is_none() || go_bin("portmap").is_none()) {
+    if skip_unless(test, &[FIREWALL_TOOLS, &["sysctl"]].concat()) {
+        return true;
+    }
+    let why = if go && (go_bin("bridge").is_none() || go_bin("portmap").is_none()) {
         "needs the Go reference plugins in /usr/lib/cni"
     } else {
         return false;

@@ -13,7 +13,10 @@
 #![cfg(test)]
 
 use rcni_tests::host_local_util::DataDir;
-use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root, unique};
+use rcni_tests::{
+    FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, go_bin, skip_unless, skip_unless_root,
+    unique,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -227,7 +230,7 @@ fn compare_with_go(test: &str, conf_for: impl Fn(&DataDir) -> Value) -> Option<V
 
 #[test]
 fn add_connects_host_and_container_like_go() {
-    if skip_unless_root("ptp::add_connects_host_and_container_like_go") {
+    if skip_unless("ptp::add_connects_host_and_container_like_go", &["ping"]) {
         return;
     }
     let data = DataDir::new("pt1");
@@ -287,7 +290,7 @@ fn add_connects_host_and_container_like_go() {
 
 #[test]
 fn container_to_container_through_host() {
-    if skip_unless_root("ptp::container_to_container_through_host") {
+    if skip_unless("ptp::container_to_container_through_host", &["ping"]) {
         return;
     }
     let data = DataDir::new("pt2");
@@ -316,7 +319,7 @@ fn container_to_container_through_host() {
 
 #[test]
 fn ipv6_and_dual_stack_like_go() {
-    if skip_unless_root("ptp::ipv6_and_dual_stack_like_go") {
+    if skip_unless("ptp::ipv6_and_dual_stack_like_go", &["ping"]) {
         return;
     }
     let host = host_ns();
@@ -354,7 +357,7 @@ fn ipv6_and_dual_stack_like_go() {
 
 #[test]
 fn mtu_on_both_ends_like_go() {
-    if skip_unless_root("ptp::mtu_on_both_ends_like_go") {
+    if skip_unless("ptp::mtu_on_both_ends_like_go", &["ping"]) {
         return;
     }
     let data = DataDir::new("pt4");
@@ -392,7 +395,7 @@ fn mtu_on_both_ends_like_go() {
 
 #[test]
 fn route_mtu_and_advmss_are_applied() {
-    if skip_unless_root("ptp::route_mtu_and_advmss_are_applied") {
+    if skip_unless("ptp::route_mtu_and_advmss_are_applied", FIREWALL_TOOLS) {
         return;
     }
     let data = DataDir::new("pt15");
@@ -553,7 +556,10 @@ fn masquerade(backend: &str, n: u8) {
 
 #[test]
 fn masquerade_iptables() {
-    if skip_unless_root("ptp::masquerade_iptables") {
+    if skip_unless(
+        "ptp::masquerade_iptables",
+        &[FIREWALL_TOOLS, &["ping"]].concat(),
+    ) {
         return;
     }
     masquerade("iptables", 5);
@@ -561,7 +567,10 @@ fn masquerade_iptables() {
 
 #[test]
 fn masquerade_nftables() {
-    if skip_unless_root("ptp::masquerade_nftables") {
+    if skip_unless(
+        "ptp::masquerade_nftables",
+        &[FIREWALL_TOOLS, &["ping"]].concat(),
+    ) {
         return;
     }
     masquerade("nftables", 6);
@@ -691,7 +700,10 @@ fn has_reservation(data: &DataDir) -> bool {
 
 #[test]
 fn del_is_idempotent_and_works_without_netns() {
-    if skip_unless_root("ptp::del_is_idempotent_and_works_without_netns") {
+    if skip_unless(
+        "ptp::del_is_idempotent_and_works_without_netns",
+        FIREWALL_TOOLS,
+    ) {
         return;
     }
     let data = DataDir::new("pt8");
@@ -748,7 +760,7 @@ fn del_is_idempotent_and_works_without_netns() {
 
 #[test]
 fn add_failure_leaves_nothing() {
-    if skip_unless_root("ptp::add_failure_leaves_nothing") {
+    if skip_unless("ptp::add_failure_leaves_nothing", FIREWALL_TOOLS) {
         return;
     }
     let data = DataDir::new("pt9");
@@ -829,7 +841,10 @@ fn add_failure_leaves_nothing() {
 /// leaves the second veth pair behind), everything it made is undone.
 #[test]
 fn second_attachment_on_the_same_subnet_fails_and_spares_the_first() {
-    if skip_unless_root("ptp::second_attachment_on_the_same_subnet_fails_and_spares_the_first") {
+    if skip_unless(
+        "ptp::second_attachment_on_the_same_subnet_fails_and_spares_the_first",
+        &["ping"],
+    ) {
         return;
     }
     let data = DataDir::new("pt16");
@@ -862,7 +877,7 @@ fn second_attachment_on_the_same_subnet_fails_and_spares_the_first() {
 
 #[test]
 fn parallel_adds() {
-    if skip_unless_root("ptp::parallel_adds") {
+    if skip_unless("ptp::parallel_adds", &["ping"]) {
         return;
     }
     const N: usize = 32;
@@ -901,7 +916,7 @@ fn parallel_adds() {
 
 #[test]
 fn gc_and_status() {
-    if skip_unless_root("ptp::gc_and_status") {
+    if skip_unless("ptp::gc_and_status", FIREWALL_TOOLS) {
         return;
     }
     let data = DataDir::new("pt11");
@@ -1033,7 +1048,7 @@ fn every_version_capabilities_and_dns() {
 /// same chain name, rules and comments for the same network and container.
 #[test]
 fn masquerade_rules_like_go() {
-    if skip_unless_root("ptp::masquerade_rules_like_go") {
+    if skip_unless("ptp::masquerade_rules_like_go", FIREWALL_TOOLS) {
         return;
     }
     let Some(go) = go_bin("ptp") else {
@@ -1080,7 +1095,10 @@ fn masquerade_rules_like_go() {
 /// completely (veth, reservation, masquerade rules), with our host-local.
 #[test]
 fn go_and_ours_undo_each_other() {
-    if skip_unless_root("ptp::go_and_ours_undo_each_other") {
+    if skip_unless(
+        "ptp::go_and_ours_undo_each_other",
+        &[FIREWALL_TOOLS, &["ping"]].concat(),
+    ) {
         return;
     }
     let Some(go) = go_bin("ptp") else {

@@ -5,13 +5,13 @@
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use rcni_tests::{bin_dir, skip_unless_root};
+use rcni_tests::{FIREWALL_TOOLS, bin_dir, skip_unless};
 use std::io::Write;
 use std::process::Command;
 
 #[test]
 fn soak_bounded() {
-    if skip_unless_root("soak_bounded") {
+    if skip_unless("soak_bounded", &[FIREWALL_TOOLS, &["python3"]].concat()) {
         return;
     }
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/soak");
