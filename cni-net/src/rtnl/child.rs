@@ -1,28 +1,19 @@
 //! Links of the "child" kinds the interface plugins create (macvlan,
 //! ipvlan, vlan, dummy), moving a link between namespaces under a new
-//! name, `IFLA_IFALIAS`, and reading a link's kind data back for CHECK.
+//! name, `IFLA_IFALIAS`, and reading a link's kind data back for CHECK,
+//! on netlink-packet-route's types.
 
-use super::link::{
-    IFINFOMSG_LEN, IFLA_ADDRESS, IFLA_IFNAME, IFLA_INFO_DATA, IFLA_INFO_KIND, IFLA_LINK,
-    IFLA_LINKINFO, IFLA_MTU, IFLA_NET_NS_FD, get_request, ifinfomsg, set_request,
-};
-use super::msg::{
-    self, AF_UNSPEC, Malformed, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST, RTM_NEWLINK,
-    Request, attrs, cstr, find_attr,
-};
-use super::{Mac, Netlink};
+use super::link::get_message;
+use super::{Mac, Netlink, format_hw};
 use crate::error::{NetError, libc_errno};
 use crate::netns::NetNs;
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_packet_route::link::{
+    InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVlan, IpVlanFlags, IpVlanMode as NlIpvlan,
+    LinkAttribute, LinkInfo, LinkMessage, MacVlanMode as NlMacvlan,
+};
 use std::os::fd::AsRawFd;
-
-const IFLA_IFALIAS: u16 = 20;
-const IFLA_PERM_ADDRESS: u16 = 54;
-
-const IFLA_MACVLAN_MODE: u16 = 1;
-const IFLA_MACVLAN_BC_QUEUE_LEN: u16 = 7;
-const IFLA_IPVLAN_MODE: u16 = 1;
-const IFLA_IPVLAN_FLAGS: u16 = 2;
-const IFLA_VLAN_ID: u16 = 1;
 
 /// macvlan modes (`MACVLAN_MODE_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,21 +29,21 @@ pub enum MacvlanMode {
 }
 
 impl MacvlanMode {
-    fn bits(self) -> u32 {
+    fn to_nl(self) -> NlMacvlan {
         match self {
-            MacvlanMode::Private => 1,
-            MacvlanMode::Vepa => 2,
-            MacvlanMode::Bridge => 4,
-            MacvlanMode::Passthru => 8,
+            MacvlanMode::Private => NlMacvlan::Private,
+            MacvlanMode::Vepa => NlMacvlan::Vepa,
+            MacvlanMode::Bridge => NlMacvlan::Bridge,
+            MacvlanMode::Passthru => NlMacvlan::Passthrough,
         }
     }
 
-    fn from_bits(b: u32) -> Option<MacvlanMode> {
-        Some(match b {
-            1 => MacvlanMode::Private,
-            2 => MacvlanMode::Vepa,
-            4 => MacvlanMode::Bridge,
-            8 => MacvlanMode::Passthru,
+    fn from_nl(m: NlMacvlan) -> Option<MacvlanMode> {
+        Some(match m {
+            NlMacvlan::Private => MacvlanMode::Private,
+            NlMacvlan::Vepa => MacvlanMode::Vepa,
+            NlMacvlan::Bridge => MacvlanMode::Bridge,
+            NlMacvlan::Passthrough => MacvlanMode::Passthru,
             _ => return None,
         })
     }
@@ -92,19 +83,19 @@ pub enum IpvlanMode {
 }
 
 impl IpvlanMode {
-    fn bits(self) -> u16 {
+    fn to_nl(self) -> NlIpvlan {
         match self {
-            IpvlanMode::L2 => 0,
-            IpvlanMode::L3 => 1,
-            IpvlanMode::L3s => 2,
+            IpvlanMode::L2 => NlIpvlan::L2,
+            IpvlanMode::L3 => NlIpvlan::L3,
+            IpvlanMode::L3s => NlIpvlan::L3S,
         }
     }
 
-    fn from_bits(b: u16) -> Option<IpvlanMode> {
-        Some(match b {
-            0 => IpvlanMode::L2,
-            1 => IpvlanMode::L3,
-            2 => IpvlanMode::L3s,
+    fn from_nl(m: NlIpvlan) -> Option<IpvlanMode> {
+        Some(match m {
+            NlIpvlan::L2 => IpvlanMode::L2,
+            NlIpvlan::L3 => IpvlanMode::L3,
+            NlIpvlan::L3S => IpvlanMode::L3s,
             _ => return None,
         })
     }
@@ -191,108 +182,120 @@ pub struct LinkExtras {
 }
 
 impl LinkExtras {
-    fn from_msg(m: &[u8]) -> Result<LinkExtras, Malformed> {
+    fn from_message(m: LinkMessage) -> LinkExtras {
         let mut x = LinkExtras::default();
-        for a in attrs(m.get(IFINFOMSG_LEN..).unwrap_or_default()) {
-            let (kind, p) = a?;
-            match kind {
-                IFLA_IFALIAS => x.alias = cstr(p),
-                IFLA_PERM_ADDRESS => x.perm_mac = super::format_hw(p),
-                IFLA_LINKINFO => x.kind = kind_data(p)?,
+        for a in m.attributes {
+            match a {
+                LinkAttribute::IfAlias(s) => x.alias = s,
+                LinkAttribute::PermAddress(b) => x.perm_mac = format_hw(&b),
+                LinkAttribute::LinkInfo(infos) => x.kind = kind_data(infos),
                 _ => {}
             }
         }
-        Ok(x)
+        x
     }
 }
 
 /// `IFLA_LINKINFO` → the kind data of the kinds we create.
-fn kind_data(info: &[u8]) -> Result<Option<ChildKind>, Malformed> {
-    let Some(k) = find_attr(info, IFLA_INFO_KIND)? else {
-        return Ok(None);
-    };
-    let data = find_attr(info, IFLA_INFO_DATA)?.unwrap_or_default();
-    let u16_of = |t: u16| -> Result<Option<u16>, Malformed> {
-        find_attr(data, t)?.map(|p| msg::u16_at(p, 0)).transpose()
-    };
-    Ok(match cstr(k).as_str() {
-        "macvlan" => {
-            let mode = find_attr(data, IFLA_MACVLAN_MODE)?
-                .map(|p| msg::u32_at(p, 0))
-                .transpose()?
-                .and_then(MacvlanMode::from_bits);
-            let bc = find_attr(data, IFLA_MACVLAN_BC_QUEUE_LEN)?
-                .map(|p| msg::u32_at(p, 0))
-                .transpose()?
-                .unwrap_or(0);
-            mode.map(|mode| ChildKind::Macvlan {
-                mode,
-                bc_queue_len: bc,
+fn kind_data(infos: Vec<LinkInfo>) -> Option<ChildKind> {
+    let mut kind = None;
+    let mut data = None;
+    for i in infos {
+        match i {
+            LinkInfo::Kind(k) => kind = Some(k),
+            LinkInfo::Data(d) => data = Some(d),
+            _ => {}
+        }
+    }
+    match (kind?, data) {
+        (InfoKind::Dummy, _) => Some(ChildKind::Dummy),
+        (InfoKind::MacVlan, Some(InfoData::MacVlan(opts))) => {
+            let mut mode = None;
+            let mut bc_queue_len = 0;
+            for o in opts {
+                match o {
+                    InfoMacVlan::Mode(m) => mode = MacvlanMode::from_nl(m),
+                    InfoMacVlan::BcQueueLen(n) => bc_queue_len = n,
+                    _ => {}
+                }
+            }
+            mode.map(|mode| ChildKind::Macvlan { mode, bc_queue_len })
+        }
+        (InfoKind::IpVlan, Some(InfoData::IpVlan(opts))) => {
+            opts.into_iter().find_map(|o| match o {
+                InfoIpVlan::Mode(m) => {
+                    IpvlanMode::from_nl(m).map(|mode| ChildKind::Ipvlan { mode })
+                }
+                _ => None,
             })
         }
-        "ipvlan" => u16_of(IFLA_IPVLAN_MODE)?
-            .and_then(IpvlanMode::from_bits)
-            .map(|mode| ChildKind::Ipvlan { mode }),
-        "vlan" => u16_of(IFLA_VLAN_ID)?.map(|id| ChildKind::Vlan { id }),
-        "dummy" => Some(ChildKind::Dummy),
+        (InfoKind::Vlan, Some(InfoData::Vlan(opts))) => opts.into_iter().find_map(|o| match o {
+            InfoVlan::Id(id) => Some(ChildKind::Vlan { id }),
+            _ => None,
+        }),
         _ => None,
-    })
+    }
 }
 
-/// A file descriptor as the u32 that `IFLA_NET_NS_FD` carries.
-fn fd_u32(ns: &NetNs) -> u32 {
-    u32::try_from(ns.as_raw_fd()).unwrap_or(u32::MAX)
+/// `IFLA_LINKINFO` of a new link of `kind`.
+fn link_info(kind: ChildKind) -> Vec<LinkInfo> {
+    match kind {
+        ChildKind::Macvlan { mode, bc_queue_len } => {
+            let mut data = vec![InfoMacVlan::Mode(mode.to_nl())];
+            if bc_queue_len > 0 {
+                data.push(InfoMacVlan::BcQueueLen(bc_queue_len));
+            }
+            vec![
+                LinkInfo::Kind(InfoKind::MacVlan),
+                LinkInfo::Data(InfoData::MacVlan(data)),
+            ]
+        }
+        ChildKind::Ipvlan { mode } => vec![
+            LinkInfo::Kind(InfoKind::IpVlan),
+            LinkInfo::Data(InfoData::IpVlan(vec![
+                InfoIpVlan::Mode(mode.to_nl()),
+                InfoIpVlan::Flags(IpVlanFlags::empty()),
+            ])),
+        ],
+        ChildKind::Vlan { id } => vec![
+            LinkInfo::Kind(InfoKind::Vlan),
+            LinkInfo::Data(InfoData::Vlan(vec![InfoVlan::Id(id)])),
+        ],
+        ChildKind::Dummy => vec![LinkInfo::Kind(InfoKind::Dummy)],
+    }
 }
 
-/// `ip link add link <master> name <n> [mtu] [address] [netns] type <kind> …`,
-/// always with `NLM_F_CREATE | NLM_F_EXCL`: without EXCL an older kernel
-/// that finds the name in the caller's namespace modifies that link.
+/// `ip link add link <master> name <n> [mtu] [address] [netns] type <kind> …`
+/// (sent with `NLM_F_CREATE | NLM_F_EXCL`: without EXCL an older kernel
+/// that finds the name in the caller's namespace modifies that link).
 /// `IFLA_TXQLEN` is never sent (0 would zero the queue).
-pub(crate) fn child_request(o: &ChildOpts<'_>) -> Request {
-    let mut r = Request::new(
-        RTM_NEWLINK,
-        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-        &ifinfomsg(AF_UNSPEC, 0, 0, 0),
-    );
-    r.attr_str(IFLA_IFNAME, o.name);
-    if let Some(m) = o.master {
-        r.attr_u32(IFLA_LINK, m);
+pub(crate) fn child_message(o: &ChildOpts<'_>) -> RouteNetlinkMessage {
+    let mut m = LinkMessage::default();
+    m.attributes.push(LinkAttribute::IfName(o.name.to_string()));
+    if let Some(master) = o.master {
+        m.attributes.push(LinkAttribute::Link(master));
     }
     if let Some(mtu) = o.mtu {
-        r.attr_u32(IFLA_MTU, mtu);
+        m.attributes.push(LinkAttribute::Mtu(mtu));
     }
     if let Some(mac) = o.mac {
-        r.attr(IFLA_ADDRESS, &mac.0);
+        m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
     }
     if let Some(ns) = o.ns {
-        r.attr_u32(IFLA_NET_NS_FD, fd_u32(ns));
+        // The namespace file stays open (borrowed) until the ACK.
+        m.attributes.push(LinkAttribute::NetNsFd(ns.as_raw_fd()));
     }
-    let info = r.nest(IFLA_LINKINFO);
-    r.attr_str(IFLA_INFO_KIND, o.kind.kind());
-    match o.kind {
-        ChildKind::Macvlan { mode, bc_queue_len } => {
-            let d = r.nest(IFLA_INFO_DATA);
-            r.attr_u32(IFLA_MACVLAN_MODE, mode.bits());
-            if bc_queue_len > 0 {
-                r.attr_u32(IFLA_MACVLAN_BC_QUEUE_LEN, bc_queue_len);
-            }
-            r.end(d);
-        }
-        ChildKind::Ipvlan { mode } => {
-            let d = r.nest(IFLA_INFO_DATA);
-            r.attr(IFLA_IPVLAN_MODE, &mode.bits().to_ne_bytes());
-            r.attr(IFLA_IPVLAN_FLAGS, &0u16.to_ne_bytes());
-            r.end(d);
-        }
-        ChildKind::Vlan { id } => {
-            let d = r.nest(IFLA_INFO_DATA);
-            r.attr(IFLA_VLAN_ID, &id.to_ne_bytes());
-            r.end(d);
-        }
-        ChildKind::Dummy => {}
-    }
-    r.end(info);
-    r
+    m.attributes
+        .push(LinkAttribute::LinkInfo(link_info(o.kind)));
+    RouteNetlinkMessage::NewLink(m)
+}
+
+/// `RTM_SETLINK` of one link with `attrs`.
+fn set_message(index: u32, attrs: Vec<LinkAttribute>) -> RouteNetlinkMessage {
+    let mut m = LinkMessage::default();
+    m.header.index = index;
+    m.attributes = attrs;
+    RouteNetlinkMessage::SetLink(m)
 }
 
 impl Netlink {
@@ -301,14 +304,15 @@ impl Netlink {
     pub fn create_child(&self, opts: &ChildOpts<'_>) -> Result<(), NetError> {
         let op = format!("create {} {}", opts.kind.kind(), opts.name);
         log::debug!("{op}");
-        self.exec(child_request(opts), &op)
+        self.route()
+            .ack(&child_message(opts), NLM_F_CREATE | NLM_F_EXCL, &op)
     }
 
     /// Renames a link (it must be down, or the kernel refuses with EBUSY).
     pub fn set_name(&self, link: &super::Link, name: &str) -> Result<(), NetError> {
-        let mut r = set_request(link.index, 0, 0);
-        r.attr_str(IFLA_IFNAME, name);
-        self.exec(r, &format!("rename {} to {name}", link.name))
+        let m = set_message(link.index, vec![LinkAttribute::IfName(name.to_string())]);
+        self.route()
+            .ack(&m, 0, &format!("rename {} to {name}", link.name))
     }
 
     /// Moves a link into `ns` and renames it there to `name`, in one request.
@@ -316,38 +320,37 @@ impl Netlink {
     /// leave it moved under its old name: only use this towards a namespace
     /// where neither name can be taken (an empty one).
     pub fn set_ns_name(&self, link: &super::Link, ns: &NetNs, name: &str) -> Result<(), NetError> {
-        let mut r = set_request(link.index, 0, 0);
-        r.attr_u32(IFLA_NET_NS_FD, fd_u32(ns));
-        r.attr_str(IFLA_IFNAME, name);
-        self.exec(
-            r,
-            &format!(
-                "move {} to netns {} as {name}",
-                link.name,
-                ns.path().display()
-            ),
-        )
+        let m = set_message(
+            link.index,
+            vec![
+                LinkAttribute::NetNsFd(ns.as_raw_fd()),
+                LinkAttribute::IfName(name.to_string()),
+            ],
+        );
+        let op = format!(
+            "move {} to netns {} as {name}",
+            link.name,
+            ns.path().display()
+        );
+        self.route().ack(&m, 0, &op)
     }
 
     /// Sets `IFLA_IFALIAS`; an empty alias clears it.
     pub fn set_alias(&self, link: &super::Link, alias: &str) -> Result<(), NetError> {
-        let mut r = set_request(link.index, 0, 0);
-        // Not NUL-terminated: the kernel stores the bytes as given.
-        r.attr(IFLA_IFALIAS, alias.as_bytes());
-        self.exec(r, &format!("set alias of {} to {alias:?}", link.name))
+        let m = set_message(link.index, vec![LinkAttribute::IfAlias(alias.to_string())]);
+        self.route()
+            .ack(&m, 0, &format!("set alias of {} to {alias:?}", link.name))
     }
 
     /// Alias, permanent MAC and kind data of the link with index `index`;
     /// `Ok(None)` when there is no such link.
     pub fn link_extras(&self, index: u32) -> Result<Option<LinkExtras>, NetError> {
-        let got = self.collect(
-            || get_request(index, None),
-            RTM_NEWLINK,
-            &format!("get link {index}"),
-            |p| LinkExtras::from_msg(p).map(Some),
-        );
-        match got {
-            Ok(v) => Ok(v.into_iter().next()),
+        match self
+            .route()
+            .get(&get_message(index, None), &format!("get link {index}"))
+        {
+            Ok(Some(RouteNetlinkMessage::NewLink(m))) => Ok(Some(LinkExtras::from_message(m))),
+            Ok(_) => Ok(None),
             Err(e) if e.raw_errno() == Some(libc_errno::ENODEV) => Ok(None),
             Err(e) => Err(e),
         }
@@ -368,12 +371,13 @@ mod tests {
         assert_eq!(IpvlanMode::parse("L2"), None);
         for m in ["bridge", "private", "vepa", "passthru"] {
             let mode = MacvlanMode::parse(m).unwrap();
-            assert_eq!(MacvlanMode::from_bits(mode.bits()), Some(mode));
+            assert_eq!(MacvlanMode::from_nl(mode.to_nl()), Some(mode));
         }
     }
 
     #[test]
     fn child_request_round_trips_through_the_parser() {
+        use netlink_packet_core::{NLM_F_ACK, NLM_F_REQUEST, Parseable};
         let kinds = [
             ChildKind::Macvlan {
                 mode: MacvlanMode::Vepa,
@@ -390,27 +394,29 @@ mod tests {
             ChildKind::Dummy,
         ];
         for kind in kinds {
-            let r = child_request(&ChildOpts {
+            let nl = Netlink::capture();
+            nl.create_child(&ChildOpts {
                 name: "veth01234567",
                 kind,
                 master: Some(7),
                 mtu: Some(1400),
                 mac: Some(Mac([2, 0, 0, 0, 0, 1])),
                 ns: None,
-            });
-            assert_eq!(r.kind(), RTM_NEWLINK);
-            assert_eq!(
-                r.flags(),
-                NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
-            );
-            let l = super::super::Link::from_msg(r.payload()).unwrap();
+            })
+            .unwrap();
+            let sent = nl.captured().pop().unwrap();
+            let msg_type = u16::from_ne_bytes([sent[4], sent[5]]);
+            let flags = u16::from_ne_bytes([sent[6], sent[7]]);
+            assert_eq!(msg_type, 16, "RTM_NEWLINK");
+            assert_eq!(flags, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
+            let l = super::super::Link::from_msg(&sent[16..]).unwrap();
             assert_eq!(
                 (l.name.as_str(), l.mtu, l.peer_index, l.mac.as_str()),
                 ("veth01234567", 1400, Some(7), "02:00:00:00:00:01")
             );
             assert_eq!(l.kind, kind.kind());
-            let x = LinkExtras::from_msg(r.payload()).unwrap();
-            assert_eq!(x.kind, Some(kind));
+            let m = LinkMessage::parse(&sent[16..]).unwrap();
+            assert_eq!(LinkExtras::from_message(m).kind, Some(kind));
         }
     }
 }
