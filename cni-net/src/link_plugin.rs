@@ -176,13 +176,34 @@ pub fn add(
     addressing: Addressing,
     opts: &L3Opts,
 ) -> Result<CniResult, CniError> {
+    add_with(
+        args,
+        cx,
+        addressing,
+        opts,
+        || create_in_container(args, cx, new),
+        |link| Ok(cx.ns_nl.del_link(link)?),
+    )
+}
+
+/// [`add`] with the link placed by `place` (which leaves nothing behind
+/// when it fails) and taken away again by `remove` when a later step
+/// fails: host-device moves a host device in and back out.
+pub fn add_with(
+    args: &CmdArgs,
+    cx: &Ctx,
+    addressing: Addressing,
+    opts: &L3Opts,
+    place: impl FnOnce() -> Result<Link, CniError>,
+    remove: impl Fn(&Link) -> Result<(), CniError>,
+) -> Result<CniResult, CniError> {
     let ipam_used = matches!(addressing, Addressing::Ipam);
     let ipam = match addressing {
         Addressing::Ipam => Some(delegate::ipam_add_start(args)?),
         _ => None,
     };
-    let created = create_in_container(args, cx, new);
-    let source = match (ipam, created) {
+    let placed = place();
+    let (result, link) = match (ipam, placed) {
         (None, Ok(link)) => match addressing {
             Addressing::Prev(r) => (Some(r), link),
             _ => (None, link),
@@ -191,7 +212,9 @@ pub fn add(
         (Some(running), Ok(link)) => match running.wait() {
             Ok(r) => (Some(r), link),
             Err(e) => {
-                undo_link(cx, &link);
+                if let Err(undo) = remove(&link) {
+                    log::warn!("rollback: removing {}: {}", link.name, undo.msg);
+                }
                 return Err(e);
             }
         },
@@ -202,12 +225,11 @@ pub fn add(
             return Err(e);
         }
     };
-    let (result, link) = source;
     let mut rb = Rollback::default();
     if ipam_used {
         rb.push("IPAM DEL", || delegate::ipam_run(Command::Del, args));
     }
-    rb.push("delete link", || Ok(cx.ns_nl.del_link(&link)?));
+    rb.push("remove link", || remove(&link));
     let done = configure(args, cx, &link, result, opts).and_then(|r| {
         // A result the config's version cannot express (no IPs in 0.2.0)
         // fails here, while the link can still be undone.

@@ -1047,6 +1047,59 @@ fn hostile_macvlan() {
 }
 
 #[test]
+fn hostile_host_device() {
+    if skip_unless_root("hostile_host_device") {
+        return;
+    }
+    let w = World::new("host-device", 22);
+    // Left down: DEL brings a device back down, as the reference does.
+    w.host.exec_ok(
+        "ip",
+        &[
+            "link", "add", "hxd0", "type", "veth", "peer", "name", "hxe0",
+        ],
+    );
+    let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "host-device", "device": "hxd0", "ipam": w.ipam(false)});
+    warm_up(&w, &base);
+    // `device` wins over the other selectors (as in the reference), so
+    // only their types are checked here; their values are in
+    // host_device.rs (selection errors).
+    let mut keys = common_keys();
+    keys.extend(ipam_keys(&w, true));
+    let paths = || {
+        vec![
+            json!("MARK"),
+            json!("../MARK"),
+            json!("/tmp/MARK"),
+            json!("/sys/devices/../../MARK"),
+        ]
+    };
+    keys.extend([
+        key(
+            "device",
+            Kind::Str,
+            vec![
+                json!("MARK"),
+                json!("../MARK"),
+                json!("lo"),
+                json!("x".repeat(16)),
+            ],
+        ),
+        key("hwaddr", Kind::Str, vec![]),
+        key("kernelpath", Kind::Str, vec![]),
+        key("pciBusID", Kind::Str, vec![]),
+        key("runtimeConfig.deviceID", Kind::Str, paths()),
+    ]);
+    let t = Traits {
+        uses_netns: true,
+        strict_args: false,
+        delegates: true,
+        prev_cmd: Some("CHECK"),
+    };
+    hostile(&w, base, keys, t, &[]);
+}
+
+#[test]
 fn hostile_portmap() {
     if skip_unless("hostile_portmap", FIREWALL_TOOLS) {
         return;

@@ -1,0 +1,153 @@
+//! The host-device network config (v1.9.1 keys) and which device it names.
+
+use crate::sysfs::{DeviceId, Sysfs};
+use cni_skel::{CmdArgs, CniError, Dns};
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+struct RuntimeConfig {
+    #[serde(default, rename = "deviceID")]
+    device_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Raw {
+    #[serde(default)]
+    device: Option<String>,
+    #[serde(default)]
+    hwaddr: Option<String>,
+    #[serde(default)]
+    kernelpath: Option<String>,
+    #[serde(default, rename = "pciBusID")]
+    pci_bus_id: Option<String>,
+    #[serde(default, rename = "runtimeConfig")]
+    runtime_config: Option<RuntimeConfig>,
+}
+
+/// How the device is named, in the reference's order of precedence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// `device`: a netdev name.
+    Name(String),
+    /// `hwaddr`: the first link with this MAC.
+    Mac(String),
+    /// `kernelpath`: the netdev under `/sys/devices/...`.
+    KernelPath(String),
+    /// `pciBusID` (or a PCI `deviceID`).
+    Pci(String),
+    /// An auxiliary `deviceID`.
+    Auxiliary(String),
+}
+
+/// A parsed host-device config.
+#[derive(Debug, Clone)]
+pub struct Conf {
+    /// The device.
+    pub selector: Selector,
+    /// `ipam.type` is set.
+    pub ipam: bool,
+    /// `dns`, which replaces IPAM's in the result.
+    pub dns: Dns,
+}
+
+/// Parses the config on stdin and resolves `deviceID` against sysfs.
+pub fn load(args: &CmdArgs, sys: &Sysfs) -> Result<Conf, CniError> {
+    load_bytes(&args.stdin, &args.conf, sys)
+}
+
+fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf, sys: &Sysfs) -> Result<Conf, CniError> {
+    let raw: Raw = cni_skel::gojson::from_slice(stdin)
+        .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
+    let set = |v: Option<String>| v.filter(|s| !s.is_empty());
+    let mut pci = set(raw.pci_bus_id);
+    let mut aux = None;
+    if let Some(id) = set(raw.runtime_config.and_then(|r| r.device_id)) {
+        match sys.device_id(&id).map_err(CniError::invalid_config)? {
+            DeviceId::Pci(p) => pci = Some(p),
+            DeviceId::Auxiliary(a) => aux = Some(a),
+        }
+    }
+    let selector = if let Some(d) = set(raw.device) {
+        Selector::Name(d)
+    } else if let Some(m) = set(raw.hwaddr) {
+        Selector::Mac(m)
+    } else if let Some(k) = set(raw.kernelpath) {
+        if !k.starts_with("/sys/devices/") {
+            return Err(CniError::invalid_config(format!(
+                "kernel device path {k:?} must be absolute and begin with /sys/devices/"
+            )));
+        }
+        Selector::KernelPath(k)
+    } else if let Some(p) = pci {
+        Selector::Pci(p)
+    } else if let Some(a) = aux {
+        Selector::Auxiliary(a)
+    } else {
+        return Err(CniError::invalid_config(
+            r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#,
+        ));
+    };
+    Ok(Conf {
+        selector,
+        ipam: common.ipam_type().is_some(),
+        dns: common.dns.clone().unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_str(s: &str) -> Result<Conf, CniError> {
+        let common = cni_skel::conf::parse(s.as_bytes())?;
+        load_bytes(s.as_bytes(), &common, &Sysfs::default())
+    }
+
+    #[test]
+    fn selectors_in_order() {
+        let sel = |s: &str| load_str(s).unwrap().selector;
+        assert_eq!(
+            sel(r#"{"name":"n","device":"eth1","hwaddr":"02:00:00:00:00:01"}"#),
+            Selector::Name("eth1".into())
+        );
+        assert_eq!(
+            sel(r#"{"name":"n","hwaddr":"02:00:00:00:00:01","kernelpath":"/sys/devices/x"}"#),
+            Selector::Mac("02:00:00:00:00:01".into())
+        );
+        assert_eq!(
+            sel(r#"{"name":"n","kernelpath":"/sys/devices/x","pciBusID":"0000:01:00.0"}"#),
+            Selector::KernelPath("/sys/devices/x".into())
+        );
+        assert_eq!(
+            sel(r#"{"name":"n","PCIBUSID":"0000:01:00.0"}"#),
+            Selector::Pci("0000:01:00.0".into())
+        );
+    }
+
+    #[test]
+    fn errors() {
+        for (bad, want) in [
+            (
+                r#"{"name":"n"}"#,
+                r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#,
+            ),
+            (r#"{"name":"n","device":""}"#, r#"specify either"#),
+            (
+                r#"{"name":"n","kernelpath":"/tmp/x"}"#,
+                r#"kernel device path "/tmp/x" must be absolute and begin with /sys/devices/"#,
+            ),
+            (r#"{"name":"n","device":5}"#, "failed to load netconf"),
+            (
+                r#"{"name":"n","runtimeConfig":{"deviceID":1}}"#,
+                "failed to load netconf",
+            ),
+            (
+                r#"{"name":"n","device":"x","runtimeConfig":{"deviceID":"nope"}}"#,
+                "runtime config DeviceID nope not found or unsupported",
+            ),
+        ] {
+            let e = load_str(bad).unwrap_err();
+            assert!(e.msg.contains(want), "{bad}: {e:?}");
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! The host-device plugin, exec'd as a runtime does, in private namespaces
+//! (tags `hd…`): a private "host" holding a veth pair, one end (`hdv0`) the
+//! device that moves into the container, the other (`hdp0`, with an
+//! address) staying on the host to talk to it. Subnet 10.125.N.0/24.
+//! Ours and the Go reference (/usr/lib/cni/host-device, v1.1.1) must be
+//! able to undo each other's attachments.
+
+#![cfg(test)]
+
+use rcni_tests::host_local_util::DataDir;
+use rcni_tests::iface_util::{conf, link, ping, run, with_prev};
+use rcni_tests::{Invocation, Netns, bin, go_bin, skip_unless_root};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+const DEV: &str = "hdv0";
+const PEER: &str = "hdp0";
+
+fn ours() -> PathBuf {
+    bin("host-device")
+}
+
+/// A private host with the veth `hdv0` (up, MTU 1400) <-> `hdp0`
+/// (`10.125.n.254/24`, up).
+fn host(n: u8) -> Netns {
+    let h = Netns::new("hdh");
+    h.exec_ok("ip", &["link", "set", "lo", "up"]);
+    h.exec_ok(
+        "ip",
+        &["link", "add", DEV, "type", "veth", "peer", "name", PEER],
+    );
+    h.exec_ok("ip", &["link", "set", DEV, "mtu", "1400"]);
+    h.exec_ok(
+        "ip",
+        &["addr", "add", &format!("10.125.{n}.254/24"), "dev", PEER],
+    );
+    for l in [DEV, PEER] {
+        h.exec_ok("ip", &["link", "set", l, "up"]);
+    }
+    h
+}
+
+fn hd(data: &DataDir, n: u8, extra: Value) -> Value {
+    let mut extra = extra;
+    if extra.get("device").is_none() && extra.get("hwaddr").is_none() {
+        extra["device"] = json!(DEV);
+    }
+    conf(
+        "host-device",
+        data,
+        "1.0.0",
+        Some(&format!("10.125.{n}.0/24")),
+        extra,
+    )
+}
+
+fn flags(l: &Value) -> Vec<String> {
+    l["flags"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn container_links(cont: &Netns) -> Vec<String> {
+    cont.link_names()
+        .into_iter()
+        .filter(|n| n != "lo")
+        .collect()
+}
+
+#[test]
+fn moves_in_configured_and_back_under_its_name() {
+    if skip_unless_root("host_device::moves_in_configured_and_back_under_its_name") {
+        return;
+    }
+    let h = host(1);
+    let data = DataDir::new("hd1");
+    let cont = Netns::new("hdc");
+    let mac = link(&h, DEV)["address"].clone();
+    let c = hd(&data, 1, json!({"dns": {"nameservers": ["10.125.1.53"]}}));
+    let r = run(&ours(), "ADD", "c1", &h, &cont, "eth0", &c).ok();
+    // In the container: CNI_IFNAME, the host name as alias, up, MAC and
+    // MTU kept, the IPAM address; gone from the host.
+    let l = link(&cont, "eth0");
+    assert_eq!(l["ifalias"], DEV);
+    assert!(flags(&l).contains(&"UP".to_string()));
+    assert_eq!(l["address"], mac);
+    assert_eq!(l["mtu"], 1400);
+    assert_eq!(link(&h, DEV), Value::Null);
+    assert_eq!(r["interfaces"][0]["mac"], mac);
+    assert_eq!(
+        r["interfaces"][0]["sandbox"],
+        cont.path().display().to_string()
+    );
+    assert_eq!(r["ips"][0]["interface"], 0);
+    assert_eq!(r["dns"]["nameservers"], json!(["10.125.1.53"]));
+    assert_eq!(cont.addrs("eth0").len(), 1);
+    assert!(ping(&cont, "10.125.1.254"), "container -> host peer");
+    let cp = with_prev(&c, &r);
+    run(&ours(), "CHECK", "c1", &h, &cont, "eth0", &cp).ok();
+    cont.exec_ok("ip", &["addr", "flush", "dev", "eth0"]);
+    let e = run(&ours(), "CHECK", "c1", &h, &cont, "eth0", &cp).err();
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("Failed to match addr"),
+        "{e}"
+    );
+
+    // DEL: back on the host under its name, alias cleared, down (as the
+    // reference), the address released; a second DEL is a no-op.
+    run(&ours(), "DEL", "c1", &h, &cont, "eth0", &cp).ok();
+    let back = link(&h, DEV);
+    assert_eq!(back["address"], mac);
+    assert_eq!(back["mtu"], 1400);
+    assert!(back.get("ifalias").is_none_or(|a| a == ""), "{back}");
+    assert!(!flags(&back).contains(&"UP".to_string()));
+    assert!(container_links(&cont).is_empty());
+    assert!(data.reservations().is_empty());
+    run(&ours(), "DEL", "c1", &h, &cont, "eth0", &cp).ok();
+}
+
+#[test]
+fn selected_by_hwaddr_and_selection_errors() {
+    if skip_unless_root("host_device::selected_by_hwaddr_and_selection_errors") {
+        return;
+    }
+    let h = host(2);
+    let data = DataDir::new("hd2");
+    let cont = Netns::new("hdc");
+    let mac = link(&h, DEV)["address"].as_str().unwrap().to_uppercase();
+    let c = hd(&data, 2, json!({"hwaddr": mac}));
+    run(&ours(), "ADD", "c2", &h, &cont, "net1", &c).ok();
+    assert_eq!(link(&cont, "net1")["ifalias"], DEV);
+    run(&ours(), "DEL", "c2", &h, &cont, "net1", &c).ok();
+    assert!(link(&h, DEV).is_object());
+
+    for (extra, want) in [
+        (
+            json!({"device": "nope0"}),
+            "failed to find host device: Link not found",
+        ),
+        (
+            json!({"hwaddr": "02:25:00:00:00:99"}),
+            "failed to find host device: failed to find physical interface",
+        ),
+        (
+            json!({"hwaddr": "zz"}),
+            r#"failed to parse MAC address "zz": address zz: invalid MAC address"#,
+        ),
+        (
+            json!({"device": "", "kernelpath": "/tmp/x"}),
+            r#"kernel device path "/tmp/x" must be absolute and begin with /sys/devices/"#,
+        ),
+        (
+            json!({"device": "", "pciBusID": "0000:ff:1f.7"}),
+            "error with host device: lstat /sys/bus/pci/devices/0000:ff:1f.7/driver: no such file or directory",
+        ),
+        (
+            json!({"device": "", "runtimeConfig": {"deviceID": "nope"}}),
+            "runtime config DeviceID nope not found or unsupported",
+        ),
+    ] {
+        let e = run(
+            &ours(),
+            "ADD",
+            "c2",
+            &h,
+            &cont,
+            "net1",
+            &hd(&data, 2, extra.clone()),
+        )
+        .err();
+        assert_eq!(e["msg"], want, "{extra}");
+    }
+    let mut none = hd(&data, 2, json!({}));
+    none.as_object_mut().unwrap().remove("device");
+    let e = run(&ours(), "ADD", "c2", &h, &cont, "net1", &none).err();
+    assert_eq!(
+        e["msg"],
+        r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#
+    );
+    assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
+}
+
+#[test]
+fn failures_put_the_device_back() {
+    if skip_unless_root("host_device::failures_put_the_device_back") {
+        return;
+    }
+    let h = host(3);
+    let data = DataDir::new("hd3");
+    let cont = Netns::new("hdc");
+    // CNI_IFNAME taken in the container: the device stays on the host,
+    // under its name, up.
+    cont.exec_ok(
+        "ip",
+        &["link", "add", "eth0", "type", "veth", "peer", "name", "x0"],
+    );
+    let c = hd(&data, 3, json!({}));
+    let e = run(&ours(), "ADD", "c3", &h, &cont, "eth0", &c).err();
+    assert!(e["msg"].as_str().unwrap().contains("file exists"), "{e}");
+    let l = link(&h, DEV);
+    assert!(flags(&l).contains(&"UP".to_string()), "{l}");
+    assert!(l.get("ifalias").is_none_or(|a| a == ""), "{l}");
+    assert!(data.reservations().is_empty());
+    cont.exec_ok("ip", &["link", "del", "eth0"]);
+    // IPAM fails: the device comes back (the reference strands it in the
+    // container, up).
+    let mut bad = c.clone();
+    bad["ipam"]["ranges"] = json!([]);
+    let e = run(&ours(), "ADD", "c3", &h, &cont, "eth0", &bad).err();
+    assert!(e["msg"].as_str().unwrap().contains("no IP ranges"), "{e}");
+    assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
+    // An L2 result cannot be printed in 0.2.0: back as well.
+    let mut l2 = c.clone();
+    l2.as_object_mut().unwrap().remove("ipam");
+    l2["cniVersion"] = json!("0.2.0");
+    let e = run(&ours(), "ADD", "c3", &h, &cont, "eth0", &l2).err();
+    assert_eq!(e["msg"], "cannot convert: no valid IP addresses");
+    assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
+    // L2 in 1.0.0: moved and up, no addresses.
+    l2["cniVersion"] = json!("1.0.0");
+    let r = run(&ours(), "ADD", "c3", &h, &cont, "eth0", &l2).ok();
+    assert!(r.get("ips").is_none(), "{r}");
+    assert!(flags(&link(&cont, "eth0")).contains(&"UP".to_string()));
+    run(&ours(), "DEL", "c3", &h, &cont, "eth0", &l2).ok();
+    assert!(link(&h, DEV).is_object());
+}
+
+#[test]
+fn del_with_the_host_name_taken_keeps_the_device_then_retries() {
+    if skip_unless_root("host_device::del_with_the_host_name_taken_keeps_the_device_then_retries") {
+        return;
+    }
+    let h = host(4);
+    let data = DataDir::new("hd4");
+    let cont = Netns::new("hdc");
+    let c = hd(&data, 4, json!({}));
+    run(&ours(), "ADD", "c4", &h, &cont, "eth0", &c).ok();
+    h.exec_ok(
+        "ip",
+        &["link", "add", DEV, "type", "veth", "peer", "name", "clash1"],
+    );
+    let e = run(&ours(), "DEL", "c4", &h, &cont, "eth0", &c).err();
+    assert!(e["msg"].as_str().unwrap().contains("file exists"), "{e}");
+    let l = link(&cont, "eth0");
+    assert_eq!(l["ifalias"], DEV);
+    assert!(flags(&l).contains(&"UP".to_string()));
+    h.exec_ok("ip", &["link", "del", DEV]);
+    run(&ours(), "DEL", "c4", &h, &cont, "eth0", &c).ok();
+    assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
+    assert!(data.reservations().is_empty());
+}
+
+#[test]
+fn del_releases_the_address_when_the_netns_is_gone_or_empty() {
+    if skip_unless_root("host_device::del_releases_the_address_when_the_netns_is_gone_or_empty") {
+        return;
+    }
+    let h = host(5);
+    let data = DataDir::new("hd5");
+    let c = hd(&data, 5, json!({}));
+    let path = {
+        let cont = Netns::new("hdc");
+        run(&ours(), "ADD", "c5", &h, &cont, "eth0", &c).ok();
+        cont.path()
+    };
+    // The veth died with the namespace; the reference fails here and
+    // never releases the address (#1196).
+    let inv = |netns: Option<String>| {
+        let mut i = Invocation::new(ours(), "DEL")
+            .env("CNI_CONTAINERID", "c5")
+            .env("CNI_IFNAME", "eth0")
+            .in_host(&h)
+            .config(&c);
+        if let Some(p) = netns {
+            i = i.env("CNI_NETNS", p);
+        }
+        i.run()
+    };
+    inv(Some(path.display().to_string())).ok();
+    assert!(data.reservations().is_empty());
+    h.exec_ok(
+        "ip",
+        &["link", "add", DEV, "type", "veth", "peer", "name", "hdq0"],
+    );
+    let cont = Netns::new("hdc");
+    run(&ours(), "ADD", "c5", &h, &cont, "eth0", &c).ok();
+    inv(None).ok();
+    assert!(data.reservations().is_empty());
+    run(&ours(), "DEL", "c5", &h, &cont, "eth0", &c).ok();
+    assert!(link(&h, DEV).is_object());
+}
+
+#[test]
+fn ours_and_go_undo_each_other() {
+    if skip_unless_root("host_device::ours_and_go_undo_each_other") {
+        return;
+    }
+    let Some(go) = go_bin("host-device") else {
+        eprintln!(
+            "SKIP host_device::ours_and_go_undo_each_other: /usr/lib/cni/host-device missing"
+        );
+        return;
+    };
+    let h = host(6);
+    let data = DataDir::new("hd6");
+    let cont = Netns::new("hdc");
+    let c = hd(&data, 6, json!({}));
+    let state = |ns: &Netns| {
+        let l = link(ns, "eth0");
+        (
+            l["address"].clone(),
+            l["mtu"].clone(),
+            l["ifalias"].clone(),
+            ns.addrs("eth0").len(),
+        )
+    };
+    // Go ADD, our DEL (the alias is the shared record of the host name).
+    let rg = run(&go, "ADD", "c6", &h, &cont, "eth0", &c).ok();
+    let go_state = state(&cont);
+    run(&ours(), "DEL", "c6", &h, &cont, "eth0", &with_prev(&c, &rg)).ok();
+    assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
+    // Our ADD: the same container state; Go's DEL undoes it.
+    let ro = run(&ours(), "ADD", "c6", &h, &cont, "eth0", &c).ok();
+    assert_eq!(state(&cont), go_state, "container state: ours vs Go");
+    assert_eq!(ro["interfaces"], rg["interfaces"]);
+    run(&go, "DEL", "c6", &h, &cont, "eth0", &with_prev(&c, &ro)).ok();
+    assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
+    assert!(data.reservations().is_empty());
+}
