@@ -5,8 +5,27 @@
 //! - Extended ACK: netlink-packet-core 0.9 keeps the TLVs after an error
 //!   code as bytes (`ErrorMessage::header`, `DoneMessage::extended_ack`); no
 //!   typed `NLMSGERR_ATTR_MSG` / `NLMSGERR_ATTR_OFFS`. [`ExtAck`] parses them.
+//! - Bridge port flags in an `AF_BRIDGE` `IFLA_PROTINFO`: netlink-packet-route
+//!   0.34's `LinkProtoInfoBridge` types only `IFLA_BRPORT_PROXYARP_WIFI`'s
+//!   neighbour (`NeighForwardGrat`); hairpin (`IFLA_BRPORT_MODE`) and
+//!   isolation (`IFLA_BRPORT_ISOLATED`) go through `Other(DefaultNla)`
+//!   ([`bridge_port_flag`]). The typed `InfoBridgePort` exists only inside
+//!   `IFLA_LINKINFO`, which the kernel applies on RTM_NEWLINK, not on the
+//!   RTM_SETLINK that iproute2 and Go's netlink send.
 
-use netlink_packet_core::{NLM_F_ACK_TLVS, NLM_F_CAPPED, NlaBuffer, NlasIterator};
+use netlink_packet_core::{DefaultNla, NLM_F_ACK_TLVS, NLM_F_CAPPED, NlaBuffer, NlasIterator};
+use netlink_packet_route::link::LinkProtoInfoBridge;
+
+/// `IFLA_BRPORT_MODE`: hairpin mode of a bridge port (u8).
+pub(crate) const IFLA_BRPORT_MODE: u16 = 4;
+/// `IFLA_BRPORT_ISOLATED`: port isolation (u8).
+pub(crate) const IFLA_BRPORT_ISOLATED: u16 = 33;
+
+/// One u8 bridge port flag for `LinkAttribute::ProtoInfoBridge` (which the
+/// crate emits as `IFLA_PROTINFO | NLA_F_NESTED`, as the kernel wants).
+pub(crate) fn bridge_port_flag(kind: u16, on: bool) -> LinkProtoInfoBridge {
+    LinkProtoInfoBridge::Other(DefaultNla::new(kind, vec![u8::from(on)]))
+}
 
 /// `NLMSGERR_ATTR_MSG`: a NUL-terminated text from the kernel.
 const NLMSGERR_ATTR_MSG: u16 = 1;

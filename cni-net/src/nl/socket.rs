@@ -221,6 +221,19 @@ impl<M> Socket<M> {
         }
     }
 
+    /// Turns strict checking of GET requests on (`NETLINK_GET_STRICT_CHK`):
+    /// the kernel then filters dumps by the header's fields and attributes
+    /// (an address dump by interface index, a route dump by `RTA_TABLE`)
+    /// and refuses dump requests with stray header fields.
+    pub(crate) fn set_strict(&mut self) -> Result<(), NetError> {
+        match &self.sys {
+            Some(s) => s.set_netlink_get_strict_chk(true).map_err(|e| {
+                NetError::io(format!("set strict checking on {} netlink", self.what), e)
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The requests recorded in capture mode, each a whole netlink message.
     #[cfg(test)]
     pub(crate) fn captured(&mut self) -> Vec<Vec<u8>> {

@@ -1,29 +1,12 @@
 //! Addresses: `ifaddrmsg` requests and the parser of `RTM_NEWADDR` answers.
 
-use super::msg::{
-    self, AF_INET, AF_INET6, AF_UNSPEC, Malformed, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
-    NLM_F_REQUEST, RTM_DELADDR, RTM_GETADDR, RTM_NEWADDR, Request, attrs, cstr, ip_of,
-};
 use super::{IpFamily, Link, Netlink, ok_if_missing};
 use crate::error::{NetError, libc_errno};
 use ipnetwork::IpNetwork;
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::net::{IpAddr, Ipv4Addr};
-
-pub(crate) const IFA_ADDRESS: u16 = 1;
-pub(crate) const IFA_LOCAL: u16 = 2;
-pub(crate) const IFA_LABEL: u16 = 3;
-pub(crate) const IFA_BROADCAST: u16 = 4;
-pub(crate) const IFA_MULTICAST: u16 = 7;
-pub(crate) const IFA_FLAGS: u16 = 8;
-
-pub(crate) const IFA_F_NODAD: u32 = 0x02;
-pub(crate) const IFA_F_DADFAILED: u32 = 0x08;
-pub(crate) const IFA_F_TENTATIVE: u32 = 0x40;
-pub(crate) const IFA_F_PERMANENT: u32 = 0x80;
-pub(crate) const IFA_F_NOPREFIXROUTE: u32 = 0x200;
-
-/// Size of `struct ifaddrmsg`.
-const IFADDRMSG_LEN: usize = 8;
 
 /// An address on a link.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,126 +30,98 @@ pub struct Addr {
 }
 
 impl Addr {
-    /// Parses the payload of an `RTM_NEWADDR` message. `None` for a family
-    /// other than IPv4/IPv6 or an address without `IFA_LOCAL`/`IFA_ADDRESS`.
-    pub(crate) fn from_msg(m: &[u8]) -> Result<Option<Addr>, Malformed> {
-        if m.len() < IFADDRMSG_LEN {
-            return Err(Malformed("short ifaddrmsg"));
-        }
-        let family = msg::u8_at(m, 0)?;
-        if family != AF_INET && family != AF_INET6 {
-            return Ok(None);
-        }
-        let prefix = msg::u8_at(m, 1)?;
-        let header_flags = msg::u8_at(m, 2)?;
+    /// The facade's view of a decoded `RTM_NEWADDR`; `None` for families
+    /// other than IPv4/IPv6 or an answer without an address.
+    pub(crate) fn from_message(m: AddressMessage) -> Option<Addr> {
+        let family = match m.header.family {
+            AddressFamily::Inet => IpFamily::V4,
+            AddressFamily::Inet6 => IpFamily::V6,
+            _ => return None,
+        };
         let mut local = None;
         let mut address = None;
         let mut label = String::new();
         let mut broadcast = None;
         let mut flags = None;
-        for a in attrs(m.get(IFADDRMSG_LEN..).unwrap_or_default()) {
-            let (kind, p) = a?;
-            match kind {
-                IFA_LOCAL => local = Some(ip_of(family, p)?),
-                IFA_ADDRESS => address = Some(ip_of(family, p)?),
-                IFA_LABEL => label = cstr(p),
-                IFA_BROADCAST => {
-                    if let IpAddr::V4(b) = ip_of(AF_INET, p)? {
-                        broadcast = Some(b);
-                    }
-                }
-                IFA_FLAGS => flags = Some(msg::u32_at(p, 0)?),
+        for a in m.attributes {
+            match a {
+                AddressAttribute::Local(ip) => local = Some(ip),
+                AddressAttribute::Address(ip) => address = Some(ip),
+                AddressAttribute::Label(l) => label = l,
+                AddressAttribute::Broadcast(b) => broadcast = Some(b),
+                AddressAttribute::Flags(f) => flags = Some(f),
                 _ => {}
             }
         }
-        // On point-to-point links IFA_ADDRESS is the peer; IFA_LOCAL is ours.
-        let Some(ip) = local.or(address) else {
-            return Ok(None);
-        };
-        let Ok(address) = IpNetwork::new(ip, prefix) else {
-            return Ok(None);
-        };
-        let f = flags.unwrap_or(u32::from(header_flags));
-        Ok(Some(Addr {
-            index: msg::u32_at(m, 4)?,
+        let ip = local.or(address).filter(|ip| IpFamily::of(ip) == family)?;
+        let address = IpNetwork::new(ip, m.header.prefix_len).ok()?;
+        // IFA_FLAGS (32 bits) when the kernel sends it, else the header's 8.
+        let f = flags
+            .unwrap_or_else(|| AddressFlags::from_bits_retain(u32::from(m.header.flags.bits())));
+        Some(Addr {
+            index: m.header.index,
             address,
-            scope: msg::u8_at(m, 3)?,
+            scope: u8::from(m.header.scope),
             label,
             broadcast,
-            tentative: f & IFA_F_TENTATIVE != 0,
-            dad_failed: f & IFA_F_DADFAILED != 0,
-            permanent: f & IFA_F_PERMANENT != 0,
-        }))
+            tentative: f.contains(AddressFlags::Tentative),
+            dad_failed: f.contains(AddressFlags::Dadfailed),
+            permanent: f.contains(AddressFlags::Permanent),
+        })
     }
 }
 
-/// `struct ifaddrmsg`: family, prefixlen, flags, scope, index.
-fn ifaddrmsg(family: u8, prefix: u8, index: u32) -> [u8; IFADDRMSG_LEN] {
-    let mut h = [0u8; IFADDRMSG_LEN];
-    h[0] = family;
-    h[1] = prefix;
-    h[4..8].copy_from_slice(&index.to_ne_bytes());
-    h
-}
-
-/// An `ip addr add|del` request: `IFA_ADDRESS` and `IFA_LOCAL`, for IPv4
-/// with the broadcast (`brd +`) below /31, and `IFA_FLAGS` when not zero.
-/// A multicast IPv6 address goes in `IFA_MULTICAST`.
-pub(crate) fn addr_request(
-    kind: u16,
-    flags: u16,
-    index: u32,
-    addr: &IpNetwork,
-    ifa_flags: u32,
-) -> Request {
-    let (family, bytes) = msg::ip_bytes(&addr.ip());
-    let mut r = Request::new(kind, flags, &ifaddrmsg(family, addr.prefix(), index));
-    match addr.ip() {
-        IpAddr::V4(ip) => {
-            if !ip.is_multicast() {
-                r.attr(IFA_ADDRESS, &bytes);
-                r.attr(IFA_LOCAL, &bytes);
+/// `ip addr add|del <addr> dev <index>` as the Go reference sends it:
+/// `IFA_ADDRESS` and `IFA_LOCAL` (a v6 multicast address goes in
+/// `IFA_MULTICAST`), the broadcast below /31, and `IFA_FLAGS` when set.
+pub(crate) fn addr_message(index: u32, addr: &IpNetwork, flags: AddressFlags) -> AddressMessage {
+    let mut m = AddressMessage::default();
+    m.header.family = match addr {
+        IpNetwork::V4(_) => AddressFamily::Inet,
+        IpNetwork::V6(_) => AddressFamily::Inet6,
+    };
+    m.header.prefix_len = addr.prefix();
+    m.header.index = index;
+    let ip = addr.ip();
+    match ip {
+        IpAddr::V4(v4) => {
+            if !v4.is_multicast() {
+                m.attributes.push(AddressAttribute::Address(ip));
+                m.attributes.push(AddressAttribute::Local(ip));
                 if addr.prefix() < 31 {
                     let host_bits = u32::MAX.checked_shr(u32::from(addr.prefix())).unwrap_or(0);
-                    let brd = Ipv4Addr::from(u32::from(ip) | host_bits);
-                    r.attr(IFA_BROADCAST, &brd.octets());
+                    let brd = Ipv4Addr::from(u32::from(v4) | host_bits);
+                    m.attributes.push(AddressAttribute::Broadcast(brd));
                 }
             }
         }
-        IpAddr::V6(ip) => {
-            if ip.is_multicast() {
-                r.attr(IFA_MULTICAST, &bytes);
+        IpAddr::V6(v6) => {
+            if v6.is_multicast() {
+                m.attributes.push(AddressAttribute::Multicast(v6));
             } else {
-                r.attr(IFA_ADDRESS, &bytes);
-                r.attr(IFA_LOCAL, &bytes);
+                m.attributes.push(AddressAttribute::Address(ip));
+                m.attributes.push(AddressAttribute::Local(ip));
             }
         }
     }
-    if ifa_flags != 0 {
-        r.attr_u32(IFA_FLAGS, ifa_flags);
+    if !flags.is_empty() {
+        m.attributes.push(AddressAttribute::Flags(flags));
     }
-    r
+    m
 }
 
-/// `ip addr add`: fails with EEXIST when present.
-pub(crate) fn add_request(index: u32, addr: &IpNetwork, ifa_flags: u32) -> Request {
-    addr_request(
-        RTM_NEWADDR,
-        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-        index,
-        addr,
-        ifa_flags,
-    )
-}
-
-/// Dump of the addresses of one family (or all).
-pub(crate) fn dump_request(family: Option<IpFamily>) -> Request {
-    let af = family.map_or(AF_UNSPEC, IpFamily::af);
-    Request::new(
-        RTM_GETADDR,
-        NLM_F_REQUEST | NLM_F_DUMP,
-        &ifaddrmsg(af, 0, 0),
-    )
+/// An address dump of `family` (all when `None`), of link `index` only
+/// when it is not 0: the socket checks requests strictly, so the kernel
+/// filters by index and sends only that link's addresses.
+pub(crate) fn dump_message(family: Option<IpFamily>, index: u32) -> RouteNetlinkMessage {
+    let mut m = AddressMessage::default();
+    m.header.family = match family {
+        None => AddressFamily::Unspec,
+        Some(IpFamily::V4) => AddressFamily::Inet,
+        Some(IpFamily::V6) => AddressFamily::Inet6,
+    };
+    m.header.index = index;
+    RouteNetlinkMessage::GetAddress(m)
 }
 
 impl Netlink {
@@ -176,37 +131,57 @@ impl Netlink {
     /// brd +` does). An address already present is an EEXIST error.
     pub fn add_addr(&self, link: &Link, addr: IpNetwork) -> Result<(), NetError> {
         log::debug!("add address {addr} to {}", link.name);
-        self.exec(
-            add_request(link.index, &addr, 0),
-            &format!("add address {addr} to {}", link.name),
-        )
+        self.add_addr_with(link, addr, AddressFlags::empty())
     }
 
     /// Removes an address; one that is not there is not an error.
     pub fn del_addr(&self, link: &Link, addr: IpNetwork) -> Result<(), NetError> {
-        let req = addr_request(RTM_DELADDR, NLM_F_REQUEST | NLM_F_ACK, link.index, &addr, 0);
-        let r = self.exec(req, &format!("delete address {addr} from {}", link.name));
+        let m = addr_message(link.index, &addr, AddressFlags::empty());
+        let r = self.route().ack(
+            &RouteNetlinkMessage::DelAddress(m),
+            0,
+            &format!("delete address {addr} from {}", link.name),
+        );
         ok_if_missing(r, &[libc_errno::EADDRNOTAVAIL, libc_errno::ENODEV])
+    }
+
+    /// Adds an address with `IFA_FLAGS` (empty: none sent).
+    pub(crate) fn add_addr_with(
+        &self,
+        link: &Link,
+        addr: IpNetwork,
+        flags: AddressFlags,
+    ) -> Result<(), NetError> {
+        self.route().ack(
+            &RouteNetlinkMessage::NewAddress(addr_message(link.index, &addr, flags)),
+            NLM_F_CREATE | NLM_F_EXCL,
+            &format!("add address {addr} to {}", link.name),
+        )
     }
 
     /// The addresses of a link, in the kernel's order, optionally of one family.
     pub fn addrs(&self, link: &Link, family: Option<IpFamily>) -> Result<Vec<Addr>, NetError> {
-        let mut all = self.all_addrs(family)?;
-        all.retain(|a| a.index == link.index);
-        Ok(all)
+        // The kernel filters by index; the check stays for kernels that
+        // ignore the filter.
+        self.dump_addrs(family, link.index)
     }
 
     /// Every address in the namespace, optionally of one family.
     pub fn all_addrs(&self, family: Option<IpFamily>) -> Result<Vec<Addr>, NetError> {
-        let addrs = self.collect(
-            || dump_request(family),
-            RTM_NEWADDR,
+        self.dump_addrs(family, 0)
+    }
+
+    fn dump_addrs(&self, family: Option<IpFamily>, index: u32) -> Result<Vec<Addr>, NetError> {
+        self.route().dump(
+            || dump_message(family, index),
             "list addresses",
-            Addr::from_msg,
-        )?;
-        Ok(addrs
-            .into_iter()
-            .filter(|a| family.is_none_or(|f| f == IpFamily::of(&a.address.ip())))
-            .collect())
+            |m| match m {
+                RouteNetlinkMessage::NewAddress(m) => Addr::from_message(m).filter(|a| {
+                    (index == 0 || a.index == index)
+                        && family.is_none_or(|f| f == IpFamily::of(&a.address.ip()))
+                }),
+                _ => None,
+            },
+        )
     }
 }

@@ -2,10 +2,10 @@
 //! routes its subnet through the gateway itself) and no duplicate address
 //! detection (a gateway address that every host-side veth shares).
 
-use super::addr::{IFA_F_NODAD, IFA_F_NOPREFIXROUTE, add_request};
 use super::{Link, Netlink};
 use crate::error::NetError;
 use ipnetwork::IpNetwork;
+use netlink_packet_route::address::AddressFlags;
 
 /// Flags for [`Netlink::add_addr_flags`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -18,13 +18,13 @@ pub struct AddrFlags {
 
 impl AddrFlags {
     /// The `IFA_FLAGS` bits.
-    fn bits(self) -> u32 {
-        let mut f = 0;
+    fn bits(self) -> AddressFlags {
+        let mut f = AddressFlags::empty();
         if self.no_prefix_route {
-            f |= IFA_F_NOPREFIXROUTE;
+            f |= AddressFlags::Noprefixroute;
         }
         if self.no_dad {
-            f |= IFA_F_NODAD;
+            f |= AddressFlags::Nodad;
         }
         f
     }
@@ -40,10 +40,7 @@ impl Netlink {
         flags: AddrFlags,
     ) -> Result<(), NetError> {
         log::debug!("add address {addr} ({flags:?}) to {}", link.name);
-        self.exec(
-            add_request(link.index, &addr, flags.bits()),
-            &format!("add address {addr} to {}", link.name),
-        )
+        self.add_addr_with(link, addr, flags.bits())
     }
 }
 
@@ -51,40 +48,41 @@ impl Netlink {
 mod tests {
     use super::*;
     use crate::NetNs;
-    use crate::rtnl::addr::IFA_FLAGS;
-    use crate::rtnl::msg::find_attr;
+    use crate::rtnl::Link;
     use crate::rtnl::{IpFamily, VethOpts};
     use crate::testutil::skip_unless_root;
 
     #[test]
     fn flags_bits() {
-        assert_eq!(AddrFlags::default().bits(), 0);
+        assert_eq!(AddrFlags::default().bits().bits(), 0);
         let b = AddrFlags {
             no_prefix_route: true,
             no_dad: true,
         }
         .bits();
-        assert_eq!(b, 0x200 | 0x02);
+        assert_eq!(b.bits(), 0x200 | 0x02);
     }
 
     #[test]
     fn flags_go_in_ifa_flags_only_when_set() {
         let a: IpNetwork = "fd77::2/64".parse().unwrap();
-        let plain = add_request(4, &a, 0);
-        assert_eq!(find_attr(&plain.payload()[8..], IFA_FLAGS).unwrap(), None);
-        let flagged = add_request(
-            4,
-            &a,
-            AddrFlags {
-                no_prefix_route: true,
-                no_dad: true,
-            }
-            .bits(),
-        );
-        assert_eq!(
-            find_attr(&flagged.payload()[8..], IFA_FLAGS).unwrap(),
-            Some(&0x202u32.to_ne_bytes()[..])
-        );
+        let link = Link {
+            index: 4,
+            name: "x".into(),
+            ..Link::default()
+        };
+        let nl = Netlink::capture();
+        nl.add_addr(&link, a).unwrap();
+        let flags = AddrFlags {
+            no_prefix_route: true,
+            no_dad: true,
+        };
+        nl.add_addr_flags(&link, a, flags).unwrap();
+        let c = nl.captured();
+        // ifaddrmsg (8) + IFA_ADDRESS (20) + IFA_LOCAL (20); then IFA_FLAGS (8).
+        assert_eq!(c[0].len(), 16 + 8 + 20 + 20);
+        assert_eq!(c[1].len(), c[0].len() + 8);
+        assert_eq!(&c[1][c[0].len()..], &[8, 0, 8, 0, 0x02, 0x02, 0, 0]);
     }
 
     #[test]

@@ -14,20 +14,13 @@
 //! The request builders are pure so their bytes can be unit-tested on a
 //! kernel without VLAN-filtering bridges.
 
-use super::link::{IFINFOMSG_LEN, IFLA_AF_SPEC, IFLA_EXT_MASK, ifinfomsg};
-use super::msg::{
-    self, AF_BRIDGE, Malformed, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, RTM_DELLINK, RTM_GETLINK,
-    RTM_NEWLINK, RTM_SETLINK, Request, attrs,
-};
 use super::{Link, Netlink};
 use crate::error::NetError;
-
-const IFLA_BRIDGE_FLAGS: u16 = 0;
-const IFLA_BRIDGE_VLAN_INFO: u16 = 2;
-const BRIDGE_FLAGS_MASTER: u16 = 1;
-const BRIDGE_VLAN_INFO_PVID: u16 = 2;
-const BRIDGE_VLAN_INFO_UNTAGGED: u16 = 4;
-const RTEXT_FILTER_BRIDGE_VLAN: u32 = 2;
+use netlink_packet_route::link::{
+    AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, LinkAttribute, LinkExtentMask,
+    LinkMessage,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 /// One VLAN of a bridge port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,96 +33,67 @@ pub struct PortVlan {
     pub untagged: bool,
 }
 
-/// The request shared by add (`RTM_SETLINK`) and delete (`RTM_DELLINK`).
-fn vlan_request(kind: u16, port_index: u32, vlan: PortVlan) -> Request {
-    let mut flags = 0u16;
+/// The message shared by add (`RTM_SETLINK`) and delete (`RTM_DELLINK`):
+/// `AF_BRIDGE` (in `AF_UNSPEC` the kernel ACKs and does nothing) with
+/// `IFLA_AF_SPEC { IFLA_BRIDGE_FLAGS = MASTER, IFLA_BRIDGE_VLAN_INFO }`.
+fn vlan_message(port_index: u32, vlan: PortVlan) -> LinkMessage {
+    let mut flags = BridgeVlanInfoFlags::empty();
     if vlan.pvid {
-        flags |= BRIDGE_VLAN_INFO_PVID;
+        flags |= BridgeVlanInfoFlags::Pvid;
     }
     if vlan.untagged {
-        flags |= BRIDGE_VLAN_INFO_UNTAGGED;
+        flags |= BridgeVlanInfoFlags::Untagged;
     }
-    let mut r = Request::new(
-        kind,
-        NLM_F_REQUEST | NLM_F_ACK,
-        &ifinfomsg(AF_BRIDGE, port_index, 0, 0),
-    );
-    let spec = r.nest(IFLA_AF_SPEC);
-    r.attr(IFLA_BRIDGE_FLAGS, &BRIDGE_FLAGS_MASTER.to_ne_bytes());
-    let mut info = flags.to_ne_bytes().to_vec();
-    info.extend_from_slice(&vlan.vid.to_ne_bytes());
-    r.attr(IFLA_BRIDGE_VLAN_INFO, &info);
-    r.end(spec);
-    r
+    let mut m = LinkMessage::default();
+    m.header.interface_family = AddressFamily::Bridge;
+    m.header.index = port_index;
+    m.attributes.push(LinkAttribute::AfSpecBridge(vec![
+        AfSpecBridge::Flags(BridgeFlag::Controller),
+        AfSpecBridge::VlanInfo(BridgeVlanInfo {
+            flags,
+            vid: vlan.vid,
+        }),
+    ]));
+    m
 }
 
-fn del_vlan_request(port_index: u32, vid: u16) -> Request {
-    let vlan = PortVlan {
-        vid,
-        pvid: false,
-        untagged: false,
-    };
-    vlan_request(RTM_DELLINK, port_index, vlan)
-}
-
-/// The full `bridge vlan add … master` request, with sequence number 0.
-pub fn add_request(port_index: u32, vlan: PortVlan) -> Vec<u8> {
-    vlan_request(RTM_SETLINK, port_index, vlan)
-        .finish(0)
-        .unwrap_or_default()
-}
-
-/// The full `bridge vlan del … master` request, with sequence number 0.
-pub fn del_request(port_index: u32, vid: u16) -> Vec<u8> {
-    del_vlan_request(port_index, vid)
-        .finish(0)
-        .unwrap_or_default()
-}
-
-/// The dump behind [`Netlink::bridge_vlans`].
-fn list_request() -> Request {
-    let mut r = Request::new(
-        RTM_GETLINK,
-        NLM_F_REQUEST | NLM_F_DUMP,
-        &ifinfomsg(AF_BRIDGE, 0, 0, 0),
-    );
-    r.attr_u32(IFLA_EXT_MASK, RTEXT_FILTER_BRIDGE_VLAN);
-    r
+/// The dump behind [`Netlink::bridge_vlans`]: `AF_BRIDGE` links with
+/// `IFLA_EXT_MASK = RTEXT_FILTER_BRVLAN`.
+fn list_message() -> RouteNetlinkMessage {
+    let mut m = LinkMessage::default();
+    m.header.interface_family = AddressFamily::Bridge;
+    m.attributes
+        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::Brvlan]));
+    RouteNetlinkMessage::GetLink(m)
 }
 
 /// The port index and VLANs listed in one `AF_BRIDGE` link message.
-fn vlans_of(m: &[u8]) -> Result<(u32, Vec<PortVlan>), Malformed> {
-    if m.len() < IFINFOMSG_LEN {
-        return Err(Malformed("short ifinfomsg"));
-    }
-    let index = msg::u32_at(m, 4)?;
+fn vlans_of(m: &LinkMessage) -> (u32, Vec<PortVlan>) {
     let mut out = Vec::new();
-    for a in attrs(m.get(IFINFOMSG_LEN..).unwrap_or_default()) {
-        let (kind, p) = a?;
-        if kind != IFLA_AF_SPEC {
+    for a in &m.attributes {
+        let LinkAttribute::AfSpecBridge(spec) = a else {
             continue;
-        }
-        for s in attrs(p) {
-            let (sk, sp) = s?;
-            if sk == IFLA_BRIDGE_VLAN_INFO {
-                let flags = msg::u16_at(sp, 0)?;
+        };
+        for s in spec {
+            if let AfSpecBridge::VlanInfo(v) = s {
                 out.push(PortVlan {
-                    vid: msg::u16_at(sp, 2)?,
-                    pvid: flags & BRIDGE_VLAN_INFO_PVID != 0,
-                    untagged: flags & BRIDGE_VLAN_INFO_UNTAGGED != 0,
+                    vid: v.vid,
+                    pvid: v.flags.contains(BridgeVlanInfoFlags::Pvid),
+                    untagged: v.flags.contains(BridgeVlanInfoFlags::Untagged),
                 });
             }
         }
     }
-    Ok((index, out))
+    (m.header.index, out)
 }
 
 impl Netlink {
     /// `bridge vlan add dev <port> vid N [pvid] [untagged] master`.
     pub fn bridge_vlan_add(&self, port: &Link, vlan: PortVlan) -> Result<(), NetError> {
         log::debug!("bridge vlan add dev {} {vlan:?}", port.name);
-        self.exec(
-            vlan_request(RTM_SETLINK, port.index, vlan),
+        self.route().ack(
+            &RouteNetlinkMessage::SetLink(vlan_message(port.index, vlan)),
+            0,
             &format!("add vlan {} to {}", vlan.vid, port.name),
         )
     }
@@ -137,18 +101,29 @@ impl Netlink {
     /// `bridge vlan del dev <port> vid N master`.
     pub fn bridge_vlan_del(&self, port: &Link, vid: u16) -> Result<(), NetError> {
         log::debug!("bridge vlan del dev {} vid {vid}", port.name);
-        self.exec(
-            del_vlan_request(port.index, vid),
+        let vlan = PortVlan {
+            vid,
+            pvid: false,
+            untagged: false,
+        };
+        self.route().ack(
+            &RouteNetlinkMessage::DelLink(vlan_message(port.index, vlan)),
+            0,
             &format!("delete vlan {vid} from {}", port.name),
         )
     }
 
     /// The VLANs of a bridge port (`bridge vlan show dev <port>`).
     pub fn bridge_vlans(&self, port: &Link) -> Result<Vec<PortVlan>, NetError> {
-        let lists = self.collect(list_request, RTM_NEWLINK, "list bridge vlans", |p| {
-            let (index, vlans) = vlans_of(p)?;
-            Ok((index == port.index).then_some(vlans))
-        })?;
+        let lists = self
+            .route()
+            .dump(list_message, "list bridge vlans", |m| match m {
+                RouteNetlinkMessage::NewLink(m) => {
+                    let (index, vlans) = vlans_of(&m);
+                    (index == port.index).then_some(vlans)
+                }
+                _ => None,
+            })?;
         Ok(lists.into_iter().flatten().collect())
     }
 
@@ -168,10 +143,28 @@ mod tests {
     use crate::rtnl::{BridgeOpts, VethOpts};
     use crate::testutil::skip_unless_root;
 
-    fn with_seq(mut b: Vec<u8>, seq: u32) -> Vec<u8> {
-        b[8..12].copy_from_slice(&seq.to_ne_bytes());
+    /// The one request `f` sends, recorded by a capturing handle.
+    fn sent(f: impl FnOnce(&Netlink) -> Result<(), NetError>) -> Vec<u8> {
+        let nl = Netlink::capture();
+        f(&nl).unwrap();
+        let mut c = nl.captured();
+        assert_eq!(c.len(), 1);
+        let mut b = c.remove(0);
+        b[8..12].copy_from_slice(&7u32.to_ne_bytes());
         b
     }
+
+    fn port(index: u32) -> Link {
+        Link {
+            index,
+            name: format!("p{index}"),
+            ..Link::default()
+        }
+    }
+
+    const RTM_NEWLINK: u16 = 16;
+    const RTM_DELLINK: u16 = 17;
+    const RTM_SETLINK: u16 = 19;
 
     /// What the Go netlink library sends for `BridgeVlanAdd(link, vid, pvid,
     /// untagged, self=false, master=true)`, byte by byte (little endian).
@@ -213,7 +206,7 @@ mod tests {
         };
         // BRIDGE_VLAN_INFO_PVID (2) | BRIDGE_VLAN_INFO_UNTAGGED (4)
         assert_eq!(
-            with_seq(add_request(42, vlan), 7),
+            sent(|nl| nl.bridge_vlan_add(&port(42), vlan)),
             expected(RTM_SETLINK, 42, 100, 6)
         );
     }
@@ -226,7 +219,7 @@ mod tests {
             untagged: false,
         };
         assert_eq!(
-            with_seq(add_request(3, vlan), 7),
+            sent(|nl| nl.bridge_vlan_add(&port(3), vlan)),
             expected(RTM_SETLINK, 3, 4094, 0)
         );
     }
@@ -234,27 +227,27 @@ mod tests {
     #[test]
     fn delete_is_dellink() {
         assert_eq!(
-            with_seq(del_request(9, 1), 7),
+            sent(|nl| nl.bridge_vlan_del(&port(9), 1)),
             expected(RTM_DELLINK, 9, 1, 0)
         );
     }
 
     #[test]
     fn parses_listed_vlans() {
-        let mut r = vlan_request(
-            RTM_NEWLINK,
-            5,
-            PortVlan {
-                vid: 1,
-                pvid: true,
-                untagged: true,
-            },
-        );
-        // A second IFLA_AF_SPEC with a tagged VLAN 7.
-        let spec = r.nest(IFLA_AF_SPEC);
-        r.attr(IFLA_BRIDGE_VLAN_INFO, &[0, 0, 7, 0]);
-        r.end(spec);
-        let (index, vlans) = vlans_of(r.payload()).unwrap();
+        // An answer as the kernel sends it: RTM_NEWLINK, VLAN 1 (pvid,
+        // untagged) in one IFLA_AF_SPEC, a tagged VLAN 7 in a second one.
+        let mut b = expected(RTM_NEWLINK, 5, 1, 6);
+        b.extend_from_slice(&[12, 0, 26, 0, 8, 0, 2, 0, 0, 0, 7, 0]);
+        let len = b.len() as u32;
+        b[0..4].copy_from_slice(&len.to_ne_bytes());
+        let msg =
+            netlink_packet_core::NetlinkMessage::<RouteNetlinkMessage>::deserialize(&b).unwrap();
+        let netlink_packet_core::NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(m)) =
+            msg.payload
+        else {
+            panic!("not a link message");
+        };
+        let (index, vlans) = vlans_of(&m);
         assert_eq!(index, 5);
         assert_eq!(
             vlans,
@@ -265,21 +258,22 @@ mod tests {
                     untagged: true
                 },
                 PortVlan {
-                    vid: u16::from_ne_bytes([7, 0]),
+                    vid: 7,
                     pvid: false,
                     untagged: false
                 }
             ]
         );
-        assert!(vlans_of(&r.payload()[..10]).is_err());
     }
 
     #[test]
     fn listing_request_asks_for_bridge_vlans() {
-        // The dump is AF_BRIDGE with IFLA_EXT_MASK (29) = RTEXT_FILTER_BRIDGE_VLAN (2).
-        let r = list_request();
-        assert_eq!(r.flags(), 0x301);
-        let buf = r.payload();
+        // The dump is AF_BRIDGE with IFLA_EXT_MASK (29) = RTEXT_FILTER_BRVLAN (2).
+        let nl = Netlink::capture();
+        assert!(nl.bridge_vlans(&port(3)).unwrap().is_empty());
+        let r = nl.captured().remove(0);
+        assert_eq!(&r[4..8], &[18, 0, 0x01, 0x03]);
+        let buf = &r[16..];
         assert_eq!(buf[0], 7);
         assert_eq!(&buf[16..20], &[8, 0, 29, 0]);
         assert_eq!(&buf[20..24], &2u32.to_ne_bytes());

@@ -1,52 +1,17 @@
 //! Links: `ifinfomsg` requests (get, create bridge/veth, set, delete) and
 //! the parser of `RTM_NEWLINK` answers.
 
-use super::msg::{
-    AF_BRIDGE, AF_UNSPEC, NLA_F_NESTED, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
-    RTM_DELLINK, RTM_NEWLINK, RTM_SETLINK, Request,
-};
 use super::{MAX_IFNAME_LEN, Mac, Netlink, format_hw, ok_if_missing};
 use crate::error::{NetError, libc_errno};
 use crate::netns::NetNs;
-use netlink_packet_route::RouteNetlinkMessage;
+use crate::nl::gaps;
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    InfoBridgePort, InfoPortData, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    InfoBridge, InfoBridgePort, InfoData, InfoKind, InfoPortData, InfoVeth, LinkAttribute,
+    LinkFlags, LinkInfo, LinkMessage,
 };
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::os::fd::AsRawFd;
-
-pub(crate) const IFLA_ADDRESS: u16 = 1;
-pub(crate) const IFLA_IFNAME: u16 = 3;
-pub(crate) const IFLA_MTU: u16 = 4;
-pub(crate) const IFLA_MASTER: u16 = 10;
-pub(crate) const IFLA_PROTINFO: u16 = 12;
-pub(crate) const IFLA_LINKINFO: u16 = 18;
-pub(crate) const IFLA_AF_SPEC: u16 = 26;
-pub(crate) const IFLA_NET_NS_FD: u16 = 28;
-pub(crate) const IFLA_EXT_MASK: u16 = 29;
-
-pub(crate) const IFLA_INFO_KIND: u16 = 1;
-pub(crate) const IFLA_INFO_DATA: u16 = 2;
-
-pub(crate) const IFLA_BR_VLAN_FILTERING: u16 = 7;
-pub(crate) const IFLA_BRPORT_MODE: u16 = 4;
-pub(crate) const IFLA_BRPORT_ISOLATED: u16 = 33;
-pub(crate) const VETH_INFO_PEER: u16 = 1;
-
-pub(crate) const IFF_UP: u32 = 0x1;
-pub(crate) const IFF_PROMISC: u32 = 0x100;
-
-/// Size of `struct ifinfomsg`.
-pub(crate) const IFINFOMSG_LEN: usize = 16;
-
-/// `struct ifinfomsg`: family, pad, type, index, flags, change.
-pub(crate) fn ifinfomsg(family: u8, index: u32, flags: u32, change: u32) -> [u8; IFINFOMSG_LEN] {
-    let mut h = [0u8; IFINFOMSG_LEN];
-    h[0] = family;
-    h[4..8].copy_from_slice(&index.to_ne_bytes());
-    h[8..12].copy_from_slice(&flags.to_ne_bytes());
-    h[12..16].copy_from_slice(&change.to_ne_bytes());
-    h
-}
 
 /// A network interface as the kernel reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,14 +48,6 @@ pub struct Link {
 }
 
 impl Link {
-    /// Parses the payload of an `RTM_NEWLINK` message (ifinfomsg + attributes).
-    #[cfg(test)]
-    pub(crate) fn from_msg(m: &[u8]) -> Result<Link, super::msg::Malformed> {
-        use netlink_packet_core::Parseable;
-        let msg = LinkMessage::parse(m).map_err(|_| super::msg::Malformed("link message"))?;
-        Ok(Link::from_message(msg))
-    }
-
     /// The facade's view of a decoded `RTM_NEWLINK`.
     pub(crate) fn from_message(m: LinkMessage) -> Link {
         let mut l = Link {
@@ -203,132 +160,109 @@ pub(crate) fn get_message(index: u32, name: Option<&str>) -> RouteNetlinkMessage
     RouteNetlinkMessage::GetLink(m)
 }
 
-/// `RTM_SETLINK` of the header flags selected by `change`.
-fn set_flags_message(index: u32, flags: LinkFlags, change: LinkFlags) -> RouteNetlinkMessage {
+/// A link message for `index` with header `flags` selected by `change`.
+fn link_message(index: u32, flags: LinkFlags, change: LinkFlags) -> LinkMessage {
     let mut m = LinkMessage::default();
     m.header.index = index;
     m.header.flags = flags;
     m.header.change_mask = change;
+    m
+}
+
+/// `RTM_SETLINK` of one attribute (flags untouched).
+fn set_attr_message(index: u32, attr: LinkAttribute) -> RouteNetlinkMessage {
+    let mut m = link_message(index, LinkFlags::empty(), LinkFlags::empty());
+    m.attributes.push(attr);
     RouteNetlinkMessage::SetLink(m)
 }
 
-fn up_flags(up: bool, promisc: bool) -> (u32, u32) {
-    let mut flags = 0;
-    let mut change = 0;
+fn up_flags(up: bool, promisc: bool) -> LinkFlags {
+    let mut f = LinkFlags::empty();
     if up {
-        flags |= IFF_UP;
-        change |= IFF_UP;
+        f |= LinkFlags::Up;
     }
     if promisc {
-        flags |= IFF_PROMISC;
-        change |= IFF_PROMISC;
+        f |= LinkFlags::Promisc;
     }
-    (flags, change)
-}
-
-fn create_request(ifinfo: &[u8]) -> Request {
-    Request::new(
-        RTM_NEWLINK,
-        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-        ifinfo,
-    )
+    f
 }
 
 /// `ip link add <name> type bridge [mtu] [address] [vlan_filtering] [promisc] [up]`.
-pub(crate) fn bridge_request(opts: &BridgeOpts<'_>) -> Request {
-    let (flags, change) = up_flags(opts.up, opts.promisc);
-    let mut r = create_request(&ifinfomsg(AF_UNSPEC, 0, flags, change));
-    r.attr_str(IFLA_IFNAME, opts.name);
+pub(crate) fn bridge_message(opts: &BridgeOpts<'_>) -> RouteNetlinkMessage {
+    let flags = up_flags(opts.up, opts.promisc);
+    let mut m = link_message(0, flags, flags);
+    m.attributes
+        .push(LinkAttribute::IfName(opts.name.to_string()));
     if let Some(mtu) = opts.mtu {
-        r.attr_u32(IFLA_MTU, mtu);
+        m.attributes.push(LinkAttribute::Mtu(mtu));
     }
     if let Some(mac) = opts.mac {
-        r.attr(IFLA_ADDRESS, &mac.0);
+        m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
     }
-    let info = r.nest(IFLA_LINKINFO);
-    r.attr_str(IFLA_INFO_KIND, "bridge");
+    let mut info = vec![LinkInfo::Kind(InfoKind::Bridge)];
     if let Some(v) = opts.vlan_filtering {
-        let data = r.nest(IFLA_INFO_DATA);
-        r.attr_u8(IFLA_BR_VLAN_FILTERING, u8::from(v));
-        r.end(data);
+        info.push(LinkInfo::Data(InfoData::Bridge(vec![
+            InfoBridge::VlanFiltering(v),
+        ])));
     }
-    r.end(info);
-    r
+    m.attributes.push(LinkAttribute::LinkInfo(info));
+    RouteNetlinkMessage::NewLink(m)
 }
 
 /// `ip link add <name> … type veth peer name <peer> [netns <fd>] …`, in one
-/// request: the peer's `ifinfomsg` and attributes go inside
-/// `IFLA_INFO_DATA`/`VETH_INFO_PEER`.
-pub(crate) fn veth_request(opts: &VethOpts<'_>) -> Request {
-    let (flags, change) = up_flags(opts.up, false);
-    let mut r = create_request(&ifinfomsg(AF_UNSPEC, 0, flags, change));
-    r.attr_str(IFLA_IFNAME, opts.name);
+/// request: the peer is a whole link message inside `VETH_INFO_PEER`, and
+/// its namespace fd belongs there (on the outer message it would move the
+/// local end instead).
+pub(crate) fn veth_message(opts: &VethOpts<'_>) -> RouteNetlinkMessage {
+    let flags = up_flags(opts.up, false);
+    let mut m = link_message(0, flags, flags);
+    m.attributes
+        .push(LinkAttribute::IfName(opts.name.to_string()));
     if let Some(mtu) = opts.mtu {
-        r.attr_u32(IFLA_MTU, mtu);
+        m.attributes.push(LinkAttribute::Mtu(mtu));
     }
     if let Some(mac) = opts.mac {
-        r.attr(IFLA_ADDRESS, &mac.0);
+        m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
     }
     if let Some(c) = opts.controller {
-        r.attr_u32(IFLA_MASTER, c);
+        m.attributes.push(LinkAttribute::Controller(c));
     }
-    let info = r.nest(IFLA_LINKINFO);
-    r.attr_str(IFLA_INFO_KIND, "veth");
-    let data = r.nest(IFLA_INFO_DATA);
-    let peer = r.nest(VETH_INFO_PEER);
-    r.raw(&ifinfomsg(AF_UNSPEC, 0, 0, 0));
-    r.attr_str(IFLA_IFNAME, opts.peer_name);
+    let mut peer = LinkMessage::default();
+    peer.attributes
+        .push(LinkAttribute::IfName(opts.peer_name.to_string()));
     if let Some(mtu) = opts.mtu {
-        r.attr_u32(IFLA_MTU, mtu);
+        peer.attributes.push(LinkAttribute::Mtu(mtu));
     }
     if let Some(mac) = opts.peer_mac {
-        r.attr(IFLA_ADDRESS, &mac.0);
+        peer.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
     }
     if let Some(ns) = opts.peer_ns {
-        r.attr_u32(IFLA_NET_NS_FD, fd_u32(ns));
+        peer.attributes.push(LinkAttribute::NetNsFd(ns.as_raw_fd()));
     }
-    r.end(peer);
-    r.end(data);
-    r.end(info);
-    r
-}
-
-/// A file descriptor as the u32 that `IFLA_NET_NS_FD` carries.
-fn fd_u32(ns: &NetNs) -> u32 {
-    // Open descriptors are never negative.
-    u32::try_from(ns.as_raw_fd()).unwrap_or(u32::MAX)
-}
-
-/// `RTM_SETLINK` on one link: flags/change in the header, then `attrs`.
-pub(crate) fn set_request(index: u32, flags: u32, change: u32) -> Request {
-    Request::new(
-        RTM_SETLINK,
-        NLM_F_REQUEST | NLM_F_ACK,
-        &ifinfomsg(AF_UNSPEC, index, flags, change),
-    )
+    m.attributes.push(LinkAttribute::LinkInfo(vec![
+        LinkInfo::Kind(InfoKind::Veth),
+        LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(peer))),
+    ]));
+    RouteNetlinkMessage::NewLink(m)
 }
 
 /// `bridge link set dev <port> hairpin|isolated on|off`, as Go's netlink
-/// sends it: `AF_BRIDGE` and a nested `IFLA_PROTINFO`.
-pub(crate) fn bridge_port_request(index: u32, attr: u16, on: bool) -> Request {
-    let mut r = Request::new(
-        RTM_SETLINK,
-        NLM_F_REQUEST | NLM_F_ACK,
-        &ifinfomsg(AF_BRIDGE, index, 0, 0),
-    );
-    let p = r.nest(IFLA_PROTINFO | NLA_F_NESTED);
-    r.attr_u8(attr, u8::from(on));
-    r.end(p);
-    r
+/// and iproute2 send it: `AF_BRIDGE` and a nested `IFLA_PROTINFO`.
+pub(crate) fn bridge_port_message(index: u32, flag: u16, on: bool) -> RouteNetlinkMessage {
+    let mut m = LinkMessage::default();
+    m.header.index = index;
+    m.header.interface_family = AddressFamily::Bridge;
+    m.attributes.push(LinkAttribute::ProtoInfoBridge(vec![
+        gaps::bridge_port_flag(flag, on),
+    ]));
+    RouteNetlinkMessage::SetLink(m)
 }
 
 /// `ip link del`.
-pub(crate) fn del_request(index: u32) -> Request {
-    Request::new(
-        RTM_DELLINK,
-        NLM_F_REQUEST | NLM_F_ACK,
-        &ifinfomsg(AF_UNSPEC, index, 0, 0),
-    )
+pub(crate) fn del_message(index: u32) -> RouteNetlinkMessage {
+    let mut m = LinkMessage::default();
+    m.header.index = index;
+    RouteNetlinkMessage::DelLink(m)
 }
 
 impl Netlink {
@@ -377,8 +311,9 @@ impl Netlink {
     /// Creates a bridge; an existing link of that name is an EEXIST error.
     pub fn create_bridge(&self, opts: &BridgeOpts<'_>) -> Result<Link, NetError> {
         log::debug!("create bridge {}", opts.name);
-        self.exec(
-            bridge_request(opts),
+        self.route().ack(
+            &bridge_message(opts),
+            NLM_F_CREATE | NLM_F_EXCL,
             &format!("create bridge {}", opts.name),
         )?;
         self.must_link(opts.name)
@@ -426,52 +361,56 @@ impl Netlink {
     pub fn create_veth(&self, opts: &VethOpts<'_>) -> Result<Link, NetError> {
         let op = format!("create veth {} <-> {}", opts.name, opts.peer_name);
         log::debug!("{op}");
-        self.exec(veth_request(opts), &op)?;
+        self.route()
+            .ack(&veth_message(opts), NLM_F_CREATE | NLM_F_EXCL, &op)?;
         self.must_link(opts.name)
     }
 
     /// Sets a link up.
     pub fn set_up(&self, link: &Link) -> Result<(), NetError> {
-        let m = set_flags_message(link.index, LinkFlags::Up, LinkFlags::Up);
-        self.route().ack(&m, 0, &format!("set {} up", link.name))
+        let m = link_message(link.index, LinkFlags::Up, LinkFlags::Up);
+        let op = format!("set {} up", link.name);
+        self.route().ack(&RouteNetlinkMessage::SetLink(m), 0, &op)
     }
 
     /// Sets a link down.
     pub fn set_down(&self, link: &Link) -> Result<(), NetError> {
-        let m = set_flags_message(link.index, LinkFlags::empty(), LinkFlags::Up);
-        self.route().ack(&m, 0, &format!("set {} down", link.name))
+        let m = link_message(link.index, LinkFlags::empty(), LinkFlags::Up);
+        let op = format!("set {} down", link.name);
+        self.route().ack(&RouteNetlinkMessage::SetLink(m), 0, &op)
     }
 
     /// Sets a link's MTU.
     pub fn set_mtu(&self, link: &Link, mtu: u32) -> Result<(), NetError> {
-        let mut r = set_request(link.index, 0, 0);
-        r.attr_u32(IFLA_MTU, mtu);
-        self.exec(r, &format!("set mtu {mtu} on {}", link.name))
+        let m = set_attr_message(link.index, LinkAttribute::Mtu(mtu));
+        self.route()
+            .ack(&m, 0, &format!("set mtu {mtu} on {}", link.name))
     }
 
     /// Enslaves a link to a controller (bridge), or frees it with `None`.
     pub fn set_master(&self, link: &Link, master: Option<u32>) -> Result<(), NetError> {
-        let mut r = set_request(link.index, 0, 0);
-        r.attr_u32(IFLA_MASTER, master.unwrap_or(0));
+        let m = set_attr_message(link.index, LinkAttribute::Controller(master.unwrap_or(0)));
         let op = match master {
             Some(m) => format!("set master of {} to {m}", link.name),
             None => format!("clear master of {}", link.name),
         };
-        self.exec(r, &op)
+        self.route().ack(&m, 0, &op)
     }
 
     /// Sets a link's MAC address.
     pub fn set_mac(&self, link: &Link, mac: Mac) -> Result<(), NetError> {
-        let mut r = set_request(link.index, 0, 0);
-        r.attr(IFLA_ADDRESS, &mac.0);
-        self.exec(r, &format!("set MAC {mac} on {}", link.name))
+        let m = set_attr_message(link.index, LinkAttribute::Address(mac.0.to_vec()));
+        self.route()
+            .ack(&m, 0, &format!("set MAC {mac} on {}", link.name))
     }
 
     /// Turns promiscuous mode on or off.
     pub fn set_promisc(&self, link: &Link, on: bool) -> Result<(), NetError> {
-        let flags = if on { IFF_PROMISC } else { 0 };
-        self.exec(
-            set_request(link.index, flags, IFF_PROMISC),
+        let flags = up_flags(false, on);
+        let m = link_message(link.index, flags, LinkFlags::Promisc);
+        self.route().ack(
+            &RouteNetlinkMessage::SetLink(m),
+            0,
             &format!(
                 "set promisc {} on {}",
                 if on { "on" } else { "off" },
@@ -482,26 +421,29 @@ impl Netlink {
 
     /// Moves a link into another namespace.
     pub fn set_ns(&self, link: &Link, ns: &NetNs) -> Result<(), NetError> {
-        let mut r = set_request(link.index, 0, 0);
-        r.attr_u32(IFLA_NET_NS_FD, fd_u32(ns));
-        self.exec(
-            r,
+        // The fd stays open (borrowed from `ns`) until the kernel's ACK.
+        let m = set_attr_message(link.index, LinkAttribute::NetNsFd(ns.as_raw_fd()));
+        self.route().ack(
+            &m,
+            0,
             &format!("move {} to netns {}", link.name, ns.path().display()),
         )
     }
 
     /// Sets hairpin mode on a bridge port.
     pub fn set_hairpin(&self, link: &Link, on: bool) -> Result<(), NetError> {
-        self.exec(
-            bridge_port_request(link.index, IFLA_BRPORT_MODE, on),
+        self.route().ack(
+            &bridge_port_message(link.index, gaps::IFLA_BRPORT_MODE, on),
+            0,
             &format!("set hairpin on {}", link.name),
         )
     }
 
     /// Sets port isolation on a bridge port.
     pub fn set_isolated(&self, link: &Link, on: bool) -> Result<(), NetError> {
-        self.exec(
-            bridge_port_request(link.index, IFLA_BRPORT_ISOLATED, on),
+        self.route().ack(
+            &bridge_port_message(link.index, gaps::IFLA_BRPORT_ISOLATED, on),
+            0,
             &format!("set isolated on {}", link.name),
         )
     }
@@ -509,8 +451,9 @@ impl Netlink {
     /// Deletes a link; one that is already gone is not an error. Deleting
     /// one end of a veth removes the other, in whatever namespace.
     pub fn del_link(&self, link: &Link) -> Result<(), NetError> {
-        let r = self.exec(
-            del_request(link.index),
+        let r = self.route().ack(
+            &del_message(link.index),
+            0,
             &format!("delete link {}", link.name),
         );
         ok_if_missing(r, &[libc_errno::ENODEV])

@@ -28,7 +28,6 @@ pub mod addr_flags;
 pub mod bridge_vlan;
 mod child;
 mod link;
-pub(crate) mod msg;
 mod route;
 
 pub use addr::Addr;
@@ -37,9 +36,7 @@ pub use child::{ChildKind, ChildOpts, IpvlanMode, LinkExtras, MacvlanMode};
 pub use link::{BridgeOpts, Link, VethOpts};
 pub use route::Route;
 
-use crate::nl::socket::Outcome;
 use crate::nl::{NETLINK_ROUTE, RouteSocket};
-use msg::{Malformed, Request};
 
 /// Longest interface name the kernel accepts (IFNAMSIZ - 1).
 pub const MAX_IFNAME_LEN: usize = 15;
@@ -77,13 +74,6 @@ impl IpFamily {
             IpFamily::V4
         } else {
             IpFamily::V6
-        }
-    }
-
-    fn af(self) -> u8 {
-        match self {
-            IpFamily::V4 => msg::AF_INET,
-            IpFamily::V6 => msg::AF_INET6,
         }
     }
 }
@@ -154,6 +144,14 @@ pub(crate) fn ok_if_missing(r: Result<(), NetError>, errnos: &[i32]) -> Result<(
     }
 }
 
+/// The facade's socket: strict checking on, so that dumps are filtered by
+/// the kernel (addresses of one link, routes of one table).
+fn open_route() -> Result<RouteSocket, NetError> {
+    let mut sock = RouteSocket::open(NETLINK_ROUTE, "route")?;
+    sock.set_strict()?;
+    Ok(sock)
+}
+
 /// The facade's name for a failure to open the socket: `open netlink socket`.
 fn rename(e: NetError, op: String) -> NetError {
     match e {
@@ -163,15 +161,11 @@ fn rename(e: NetError, op: String) -> NetError {
     }
 }
 
-/// How often a dump is repeated when the kernel flags it inconsistent.
-const DUMP_RETRIES: usize = 5;
-
 impl Netlink {
     /// A connection to the calling thread's namespace (the "host" for a
     /// plugin's main thread).
     pub fn host() -> Result<Netlink, NetError> {
-        let sock = RouteSocket::open(NETLINK_ROUTE, "route")
-            .map_err(|e| rename(e, "open netlink socket".into()))?;
+        let sock = open_route().map_err(|e| rename(e, "open netlink socket".into()))?;
         Ok(Netlink {
             sock: Mutex::new(sock),
         })
@@ -182,7 +176,7 @@ impl Netlink {
     /// used from wherever the caller is.
     pub fn for_ns(ns: &NetNs) -> Result<Netlink, NetError> {
         let sock = ns
-            .run(|| RouteSocket::open(NETLINK_ROUTE, "route"))?
+            .run(open_route)?
             .map_err(|e| rename(e, format!("open netlink socket in {}", ns.path().display())))?;
         Ok(Netlink {
             sock: Mutex::new(sock),
@@ -210,51 +204,6 @@ impl Netlink {
         // A panic while holding the lock leaves no half-done state behind:
         // every request drains its answer before returning.
         self.sock.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn sock(&self) -> MutexGuard<'_, RouteSocket> {
-        self.route()
-    }
-
-    /// Sends a hand-built request that is answered by an ACK (or an errno).
-    fn exec(&self, req: Request, op: &str) -> Result<(), NetError> {
-        let bytes = req
-            .finish(0)
-            .map_err(|e| NetError::other(op, e.to_string()))?;
-        self.sock().raw(&bytes, op, |_, _| Ok(())).map(|_| ())
-    }
-
-    /// Sends a request and parses every answer message of type `want`
-    /// (a dump, or a single get with ACK). A dump the kernel flags as
-    /// inconsistent is repeated a few times, then its last answer is used.
-    fn collect<T>(
-        &self,
-        make: impl Fn() -> Request,
-        want: u16,
-        op: &str,
-        mut parse: impl FnMut(&[u8]) -> Result<Option<T>, Malformed>,
-    ) -> Result<Vec<T>, NetError> {
-        let mut sock = self.sock();
-        let mut out = Vec::new();
-        for _ in 0..DUMP_RETRIES {
-            out.clear();
-            let bytes = make()
-                .finish(0)
-                .map_err(|e| NetError::other(op, e.to_string()))?;
-            let outcome = sock.raw(&bytes, op, |kind, payload| {
-                if kind == want
-                    && let Some(t) = parse(payload).map_err(|e| e.to_string())?
-                {
-                    out.push(t);
-                }
-                Ok(())
-            })?;
-            if outcome == Outcome::Done {
-                break;
-            }
-            log::debug!("{op}: dump interrupted, asking again");
-        }
-        Ok(out)
     }
 }
 

@@ -1,38 +1,19 @@
 //! Routes: `rtmsg` requests and the parser of `RTM_NEWROUTE` answers.
 
-use super::msg::{
-    self, AF_INET, AF_INET6, Malformed, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
-    NLM_F_REQUEST, RTM_DELROUTE, RTM_GETROUTE, RTM_NEWROUTE, Request, attrs, ip_bytes, ip_of,
-};
 use super::{IpFamily, Netlink, TABLE_MAIN, ok_if_missing, scope};
 use crate::error::{NetError, libc_errno};
 use ipnetwork::IpNetwork;
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric,
+    RouteProtocol, RouteScope, RouteType, RouteVia,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-pub(crate) const RTA_DST: u16 = 1;
-pub(crate) const RTA_OIF: u16 = 4;
-pub(crate) const RTA_GATEWAY: u16 = 5;
-pub(crate) const RTA_PRIORITY: u16 = 6;
-pub(crate) const RTA_PREFSRC: u16 = 7;
-pub(crate) const RTA_METRICS: u16 = 8;
-pub(crate) const RTA_TABLE: u16 = 15;
-pub(crate) const RTA_VIA: u16 = 18;
-
-pub(crate) const RTAX_MTU: u16 = 2;
-pub(crate) const RTAX_ADVMSS: u16 = 8;
-
-pub(crate) const RTNH_F_ONLINK: u32 = 4;
-pub(crate) const RTPROT_UNSPEC: u8 = 0;
-pub(crate) const RTPROT_BOOT: u8 = 3;
-pub(crate) const RTN_UNSPEC: u8 = 0;
-pub(crate) const RTN_UNICAST: u8 = 1;
-
-/// `RT_TABLE_MAIN` as the `rtmsg` header carries it.
-const RT_TABLE_MAIN: u8 = 254;
-
-/// Size of `struct rtmsg`.
-pub(crate) const RTMSG_LEN: usize = 12;
+/// `RTPROT_BOOT`: how the Go reference's netlink library adds routes.
+const RTPROT_BOOT: u8 = 3;
 
 /// A route. For adding, unset fields take the kernel's defaults (main
 /// table, universe scope, protocol static); for deleting, unset fields match
@@ -62,48 +43,6 @@ pub struct Route {
     /// Routing protocol (`RTPROT_*`): as read back; on add, 0 means
     /// `boot` (as the Go reference adds routes); ignored on delete.
     pub protocol: u8,
-}
-
-/// `struct rtmsg`: family, dst_len, src_len, tos, table, protocol, scope,
-/// type, flags.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct RtMsg {
-    pub(crate) family: u8,
-    pub(crate) dst_len: u8,
-    pub(crate) table: u8,
-    pub(crate) protocol: u8,
-    pub(crate) scope: u8,
-    pub(crate) kind: u8,
-    pub(crate) flags: u32,
-}
-
-impl RtMsg {
-    pub(crate) fn bytes(&self) -> [u8; RTMSG_LEN] {
-        let mut h = [0u8; RTMSG_LEN];
-        h[0] = self.family;
-        h[1] = self.dst_len;
-        h[4] = self.table;
-        h[5] = self.protocol;
-        h[6] = self.scope;
-        h[7] = self.kind;
-        h[8..12].copy_from_slice(&self.flags.to_ne_bytes());
-        h
-    }
-
-    pub(crate) fn parse(m: &[u8]) -> Result<RtMsg, Malformed> {
-        if m.len() < RTMSG_LEN {
-            return Err(Malformed("short rtmsg"));
-        }
-        Ok(RtMsg {
-            family: msg::u8_at(m, 0)?,
-            dst_len: msg::u8_at(m, 1)?,
-            table: msg::u8_at(m, 4)?,
-            protocol: msg::u8_at(m, 5)?,
-            scope: msg::u8_at(m, 6)?,
-            kind: msg::u8_at(m, 7)?,
-            flags: msg::u32_at(m, 8)?,
-        })
-    }
 }
 
 impl Route {
@@ -155,39 +94,32 @@ impl Route {
         IpNetwork::new(self.dst.network(), self.dst.prefix()).unwrap_or(self.dst)
     }
 
-    /// Parses the payload of an `RTM_NEWROUTE` message; `None` for a family
+    /// The facade's view of a decoded `RTM_NEWROUTE`; `None` for a family
     /// other than IPv4/IPv6. Multipath next hops are not reported.
-    pub(crate) fn from_msg(m: &[u8]) -> Result<Option<Route>, Malformed> {
-        let h = RtMsg::parse(m)?;
-        let family = match h.family {
-            AF_INET => IpFamily::V4,
-            AF_INET6 => IpFamily::V6,
-            _ => return Ok(None),
+    pub(crate) fn from_message(m: RouteMessage) -> Option<Route> {
+        let family = match m.header.address_family {
+            AddressFamily::Inet => IpFamily::V4,
+            AddressFamily::Inet6 => IpFamily::V6,
+            _ => return None,
         };
         let mut r = Route::default_route(family);
         let mut dst_ip = None;
         let mut table = None;
-        for a in attrs(m.get(RTMSG_LEN..).unwrap_or_default()) {
-            let (kind, p) = a?;
-            match kind {
-                RTA_DST => dst_ip = Some(ip_of(h.family, p)?),
-                RTA_GATEWAY => r.gateway = Some(ip_of(h.family, p)?),
-                RTA_VIA => {
-                    // struct rtvia: family (u16), then the address.
-                    let via_family = u8::try_from(msg::u16_at(p, 0)?)
-                        .map_err(|_| Malformed("RTA_VIA family"))?;
-                    r.gateway = Some(ip_of(via_family, p.get(2..).unwrap_or_default())?);
-                }
-                RTA_PREFSRC => r.src = Some(ip_of(h.family, p)?),
-                RTA_OIF => r.oif = Some(msg::u32_at(p, 0)?),
-                RTA_PRIORITY => r.priority = Some(msg::u32_at(p, 0)?),
-                RTA_TABLE => table = Some(msg::u32_at(p, 0)?),
-                RTA_METRICS => {
-                    for metric in attrs(p) {
-                        let (mk, mp) = metric?;
-                        match mk {
-                            RTAX_MTU => r.mtu = Some(msg::u32_at(mp, 0)?),
-                            RTAX_ADVMSS => r.advmss = Some(msg::u32_at(mp, 0)?),
+        for a in m.attributes {
+            match a {
+                RouteAttribute::Destination(d) => dst_ip = ip_of(d),
+                RouteAttribute::Gateway(g) => r.gateway = ip_of(g),
+                RouteAttribute::Via(RouteVia::Inet(g)) => r.gateway = Some(IpAddr::V4(g)),
+                RouteAttribute::Via(RouteVia::Inet6(g)) => r.gateway = Some(IpAddr::V6(g)),
+                RouteAttribute::PrefSource(a) => r.src = ip_of(a),
+                RouteAttribute::Oif(i) => r.oif = Some(i),
+                RouteAttribute::Priority(p) => r.priority = Some(p),
+                RouteAttribute::Table(t) => table = Some(t),
+                RouteAttribute::Metrics(ms) => {
+                    for metric in ms {
+                        match metric {
+                            RouteMetric::Mtu(v) => r.mtu = Some(v),
+                            RouteMetric::Advmss(v) => r.advmss = Some(v),
                             _ => {}
                         }
                     }
@@ -196,106 +128,112 @@ impl Route {
             }
         }
         if let Some(ip) = dst_ip {
-            r.dst = IpNetwork::new(ip, h.dst_len).map_err(|_| Malformed("route prefix length"))?;
+            r.dst = IpNetwork::new(ip, m.header.destination_prefix_length).ok()?;
         }
-        r.table = Some(table.unwrap_or(u32::from(h.table)));
-        r.scope = Some(h.scope);
-        r.onlink = h.flags & RTNH_F_ONLINK != 0;
-        r.protocol = h.protocol;
-        Ok(Some(r))
+        r.table = Some(table.unwrap_or(u32::from(m.header.table)));
+        r.scope = Some(u8::from(m.header.scope));
+        r.onlink = m.header.flags.contains(RouteFlags::Onlink);
+        r.protocol = u8::from(m.header.protocol);
+        Some(r)
     }
 
-    /// The `rtmsg` and attributes of an add (`delete == false`) or delete
-    /// request. Add: protocol `boot` unless given (as the Go reference's
-    /// netlink library), type unicast, scope universe unless given. Delete leaves protocol/type unset and the scope at "nowhere"
-    /// unless given, so the kernel matches any.
-    pub(crate) fn to_request(
-        &self,
-        kind: u16,
-        flags: u16,
-        delete: bool,
-    ) -> Result<Request, NetError> {
+    /// The message of an add (`delete == false`) or delete request. Add:
+    /// protocol `boot` unless given (as the Go reference's netlink library),
+    /// type unicast, scope universe unless given. Delete leaves protocol and
+    /// type unset and the scope at "nowhere" unless given, so the kernel
+    /// matches any. Table ids above 255 go in `RTA_TABLE` only (the header's
+    /// field is a byte), as iproute2 sends them.
+    pub(crate) fn to_message(&self, delete: bool) -> Result<RouteMessage, NetError> {
         let bad = |what: String| NetError::other(format!("build route {self}"), what);
         let dst = self.dst_network();
-        let (family, dst_bytes) = ip_bytes(&dst.ip());
-        let mut h = RtMsg {
-            family,
-            dst_len: dst.prefix(),
-            table: RT_TABLE_MAIN,
-            protocol: if self.protocol == 0 {
-                RTPROT_BOOT
-            } else {
-                self.protocol
-            },
-            scope: scope::UNIVERSE,
-            kind: RTN_UNICAST,
-            flags: 0,
+        let mut m = RouteMessage::default();
+        let h = &mut m.header;
+        h.address_family = match dst {
+            IpNetwork::V4(_) => AddressFamily::Inet,
+            IpNetwork::V6(_) => AddressFamily::Inet6,
         };
-        if let Some(t) = self.table
-            && let Ok(small) = u8::try_from(t)
-        {
-            h.table = small;
+        h.destination_prefix_length = dst.prefix();
+        h.table = RouteHeader::RT_TABLE_MAIN;
+        if let Some(t) = self.table {
+            h.table = u8::try_from(t).unwrap_or(RouteHeader::RT_TABLE_UNSPEC);
         }
+        h.protocol = RouteProtocol::from(if self.protocol == 0 {
+            RTPROT_BOOT
+        } else {
+            self.protocol
+        });
+        h.scope = RouteScope::Universe;
+        h.kind = RouteType::Unicast;
         match (self.scope, delete) {
-            (Some(s), _) => h.scope = s,
-            (None, true) => h.scope = scope::NOWHERE,
+            (Some(s), _) => h.scope = RouteScope::from(s),
+            (None, true) => h.scope = RouteScope::from(scope::NOWHERE),
             (None, false) => {}
         }
         if self.onlink {
-            h.flags |= RTNH_F_ONLINK;
+            h.flags |= RouteFlags::Onlink;
         }
         if delete {
-            h.protocol = RTPROT_UNSPEC;
-            h.kind = RTN_UNSPEC;
+            h.protocol = RouteProtocol::Unspec;
+            h.kind = RouteType::Unspec;
         }
-        let mut r = Request::new(kind, flags, &h.bytes());
-        r.attr(RTA_DST, &dst_bytes);
+        let v4 = dst.is_ipv4();
+        m.attributes
+            .push(RouteAttribute::Destination(route_address(dst.ip())));
         if let Some(gw) = self.gateway {
-            match (family, gw) {
-                (AF_INET, IpAddr::V4(g)) => {
-                    r.attr(RTA_GATEWAY, &g.octets());
-                }
-                (AF_INET6, IpAddr::V6(g)) => {
-                    r.attr(RTA_GATEWAY, &g.octets());
+            match (v4, gw) {
+                (true, IpAddr::V4(_)) | (false, IpAddr::V6(_)) => {
+                    m.attributes
+                        .push(RouteAttribute::Gateway(route_address(gw)));
                 }
                 // An IPv4 route via an IPv6 next hop.
-                (AF_INET, IpAddr::V6(g)) => {
-                    let mut via = u16::from(AF_INET6).to_ne_bytes().to_vec();
-                    via.extend_from_slice(&g.octets());
-                    r.attr(RTA_VIA, &via);
-                }
-                _ => return Err(bad(format!("invalid gateway {gw}"))),
+                (true, IpAddr::V6(g)) => m.attributes.push(RouteAttribute::Via(RouteVia::Inet6(g))),
+                (false, IpAddr::V4(_)) => return Err(bad(format!("invalid gateway {gw}"))),
             }
         }
         if let Some(src) = self.src {
-            let (src_family, src_bytes) = ip_bytes(&src);
-            if src_family != family {
+            if src.is_ipv4() != v4 {
                 return Err(bad(format!("invalid preferred source {src}")));
             }
-            r.attr(RTA_PREFSRC, &src_bytes);
+            m.attributes
+                .push(RouteAttribute::PrefSource(route_address(src)));
         }
         if let Some(oif) = self.oif {
-            r.attr_u32(RTA_OIF, oif);
+            m.attributes.push(RouteAttribute::Oif(oif));
         }
         if let Some(p) = self.priority {
-            r.attr_u32(RTA_PRIORITY, p);
+            m.attributes.push(RouteAttribute::Priority(p));
         }
         if let Some(t) = self.table
             && t > 255
         {
-            r.attr_u32(RTA_TABLE, t);
+            m.attributes.push(RouteAttribute::Table(t));
         }
         if self.mtu.is_some() || self.advmss.is_some() {
-            let m = r.nest(RTA_METRICS);
+            let mut metrics = Vec::new();
             if let Some(v) = self.mtu {
-                r.attr_u32(RTAX_MTU, v);
+                metrics.push(RouteMetric::Mtu(v));
             }
             if let Some(v) = self.advmss {
-                r.attr_u32(RTAX_ADVMSS, v);
+                metrics.push(RouteMetric::Advmss(v));
             }
-            r.end(m);
+            m.attributes.push(RouteAttribute::Metrics(metrics));
         }
-        Ok(r)
+        Ok(m)
+    }
+}
+
+fn route_address(ip: IpAddr) -> RouteAddress {
+    match ip {
+        IpAddr::V4(a) => RouteAddress::Inet(a),
+        IpAddr::V6(a) => RouteAddress::Inet6(a),
+    }
+}
+
+fn ip_of(a: RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(a) => Some(IpAddr::V4(a)),
+        RouteAddress::Inet6(a) => Some(IpAddr::V6(a)),
+        _ => None,
     }
 }
 
@@ -334,13 +272,16 @@ impl fmt::Display for Route {
     }
 }
 
-/// Dump of the routes of one family (every table).
-pub(crate) fn dump_request(family: IpFamily) -> Request {
-    let h = RtMsg {
-        family: family.af(),
-        ..RtMsg::default()
+/// Dump of the routes of one family in `table`: with strict checking the
+/// kernel sends only that table's routes (`RTA_TABLE` is the filter).
+pub(crate) fn dump_message(family: IpFamily, table: u32) -> RouteNetlinkMessage {
+    let mut m = RouteMessage::default();
+    m.header.address_family = match family {
+        IpFamily::V4 => AddressFamily::Inet,
+        IpFamily::V6 => AddressFamily::Inet6,
     };
-    Request::new(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP, &h.bytes())
+    m.attributes.push(RouteAttribute::Table(table));
+    RouteNetlinkMessage::GetRoute(m)
 }
 
 impl Netlink {
@@ -348,20 +289,17 @@ impl Netlink {
 
     /// Adds a route; an identical one already present is an EEXIST error.
     pub fn add_route(&self, route: &Route) -> Result<(), NetError> {
-        let req = route.to_request(
-            RTM_NEWROUTE,
-            NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-            false,
-        )?;
+        let m = RouteNetlinkMessage::NewRoute(route.to_message(false)?);
         log::debug!("add route {route}");
-        self.exec(req, &format!("add route {route}"))
+        self.route()
+            .ack(&m, NLM_F_CREATE | NLM_F_EXCL, &format!("add route {route}"))
     }
 
     /// Deletes the first route matching `route` (unset fields match any);
     /// no match is not an error.
     pub fn del_route(&self, route: &Route) -> Result<(), NetError> {
-        let req = route.to_request(RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK, true)?;
-        let r = self.exec(req, &format!("delete route {route}"));
+        let m = RouteNetlinkMessage::DelRoute(route.to_message(true)?);
+        let r = self.route().ack(&m, 0, &format!("delete route {route}"));
         ok_if_missing(r, &[libc_errno::ESRCH, libc_errno::ENOENT])
     }
 
@@ -369,15 +307,45 @@ impl Netlink {
     /// order. Multipath next hops are not reported.
     pub fn routes(&self, family: IpFamily, table: Option<u32>) -> Result<Vec<Route>, NetError> {
         let table = table.unwrap_or(TABLE_MAIN);
-        let routes = self.collect(
-            || dump_request(family),
-            RTM_NEWROUTE,
+        let r = self.route().dump(
+            || dump_message(family, table),
             "list routes",
-            Route::from_msg,
-        )?;
-        Ok(routes
-            .into_iter()
-            .filter(|r| r.table == Some(table))
-            .collect())
+            |m| match m {
+                // The table check stays for kernels that ignore the filter.
+                RouteNetlinkMessage::NewRoute(m) => {
+                    Route::from_message(m).filter(|r| r.table == Some(table))
+                }
+                _ => None,
+            },
+        );
+        match r {
+            // A table that does not exist (yet) has no routes.
+            Err(e) if e.raw_errno() == Some(libc_errno::ENOENT) => Ok(Vec::new()),
+            other => other,
+        }
+    }
+
+    /// The route the kernel would use to reach `dst` (`ip route get`);
+    /// `None` when there is none.
+    pub fn route_to(&self, dst: IpAddr) -> Result<Option<Route>, NetError> {
+        let mut m = RouteMessage::default();
+        m.header.address_family = match dst {
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
+        m.header.destination_prefix_length = if dst.is_ipv4() { 32 } else { 128 };
+        m.attributes
+            .push(RouteAttribute::Destination(route_address(dst)));
+        let op = format!("route get {dst}");
+        match self.route().get(&RouteNetlinkMessage::GetRoute(m), &op) {
+            Ok(Some(RouteNetlinkMessage::NewRoute(m))) => Ok(Route::from_message(m)),
+            Ok(_) => Ok(None),
+            // No route at all (ENETUNREACH, EHOSTUNREACH ...) is an answer.
+            Err(e) if e.raw_errno().is_some() => {
+                log::debug!("{e}");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 }

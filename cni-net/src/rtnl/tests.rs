@@ -9,6 +9,7 @@
 use super::*;
 use crate::testutil::skip_unless_root;
 use ipnetwork::IpNetwork;
+use netlink_packet_route::RouteNetlinkMessage;
 
 fn net(s: &str) -> IpNetwork {
     s.parse().unwrap()
@@ -48,9 +49,7 @@ fn route_messages_round_trip() {
     r.advmss = Some(1200);
     r.src = Some("10.1.2.3".parse().unwrap());
     r.onlink = true;
-    let back = Route::from_msg(add_route_req(&r).payload())
-        .unwrap()
-        .unwrap();
+    let back = round_trip(&r);
     let mut want = r.clone();
     want.dst = net("10.9.0.0/16");
     want.protocol = 3; // boot, as the Go reference adds routes
@@ -62,12 +61,16 @@ fn route_messages_round_trip() {
 
     let d = Route::default_route(IpFamily::V6).via("2001:db8::1".parse().unwrap());
     assert_eq!(d.dst, net("::/0"));
-    let del = d.to_request(msg::RTM_DELROUTE, 5, true).unwrap();
-    let h = route::RtMsg::parse(del.payload()).unwrap();
-    assert_eq!((h.scope, h.protocol, h.kind), (scope::NOWHERE, 0, 0));
-    let back = Route::from_msg(add_route_req(&d).payload())
-        .unwrap()
-        .unwrap();
+    let del = d.to_message(true).unwrap();
+    assert_eq!(
+        (
+            u8::from(del.header.scope),
+            u8::from(del.header.protocol),
+            u8::from(del.header.kind)
+        ),
+        (scope::NOWHERE, 0, 0)
+    );
+    let back = round_trip(&d);
     assert_eq!(
         (back.dst, back.gateway, back.table),
         (d.dst, d.gateway, Some(TABLE_MAIN))
@@ -75,19 +78,41 @@ fn route_messages_round_trip() {
 
     // A gateway of the other family is a v4-via-v6 next hop; a bad mix fails.
     let v4_via_v6 = Route::new(net("10.0.0.0/8")).via("fe80::1".parse().unwrap());
-    let back = Route::from_msg(add_route_req(&v4_via_v6).payload())
-        .unwrap()
-        .unwrap();
-    assert_eq!(back.gateway, v4_via_v6.gateway);
+    assert_eq!(round_trip(&v4_via_v6).gateway, v4_via_v6.gateway);
     let mut bad = Route::new(net("2001:db8::/64"));
     bad.src = Some("10.0.0.1".parse().unwrap());
-    assert!(bad.to_request(msg::RTM_NEWROUTE, 5, false).is_err());
+    assert!(bad.to_message(false).is_err());
     let bad = Route::new(net("2001:db8::/64")).via("10.0.0.1".parse().unwrap());
-    assert!(bad.to_request(msg::RTM_NEWROUTE, 5, false).is_err());
+    assert!(bad.to_message(false).is_err());
 }
 
-fn add_route_req(r: &Route) -> msg::Request {
-    r.to_request(msg::RTM_NEWROUTE, 0x605, false).unwrap()
+/// A route through its add message, the wire and the crate's parser.
+fn round_trip(r: &Route) -> Route {
+    let msg = RouteNetlinkMessage::NewRoute(r.to_message(false).unwrap());
+    match answer(24, &wire(&msg)) {
+        RouteNetlinkMessage::NewRoute(m) => Route::from_message(m).unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The bytes of a message body (after the netlink header).
+fn wire(msg: &RouteNetlinkMessage) -> Vec<u8> {
+    use netlink_packet_core::NetlinkSerializable;
+    let mut b = vec![0u8; msg.buffer_len()];
+    msg.serialize(&mut b);
+    b
+}
+
+/// An answer of netlink type `kind` decoded by the crate.
+fn answer(kind: u16, payload: &[u8]) -> RouteNetlinkMessage {
+    try_answer(kind, payload).unwrap()
+}
+
+fn try_answer(kind: u16, payload: &[u8]) -> Result<RouteNetlinkMessage, String> {
+    use netlink_packet_core::NetlinkDeserializable;
+    let mut h = netlink_packet_core::NetlinkHeader::default();
+    h.message_type = kind;
+    RouteNetlinkMessage::deserialize(&h, payload).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -458,27 +483,33 @@ fn raw_attrs(b: &[u8]) -> Vec<(u16, Vec<u8>)> {
     out
 }
 
-fn hdr(r: &msg::Request) -> (u16, u16) {
-    (r.kind(), r.flags())
+/// The first request `f` sends through a capturing handle (a create's
+/// follow-up GET finds nothing there, so `f` may fail after it).
+fn captured_first<T>(f: impl FnOnce(&Netlink) -> Result<T, NetError>) -> Vec<u8> {
+    let nl = Netlink::capture();
+    let _ = f(&nl);
+    nl.captured().remove(0)
 }
 
 #[test]
 fn veth_request_bytes() {
     let ns = NetNs::current().unwrap();
     let fd = std::os::fd::AsRawFd::as_raw_fd(&ns) as u32;
-    let r = link::veth_request(&VethOpts {
-        name: "veth0",
-        peer_name: "eth0",
-        peer_ns: Some(&ns),
-        mtu: Some(1400),
-        mac: None,
-        peer_mac: Some("0a:58:0a:01:02:03".parse().unwrap()),
-        controller: Some(7),
-        up: true,
+    let r = captured_first(|nl| {
+        nl.create_veth(&VethOpts {
+            name: "veth0",
+            peer_name: "eth0",
+            peer_ns: Some(&ns),
+            mtu: Some(1400),
+            mac: None,
+            peer_mac: Some("0a:58:0a:01:02:03".parse().unwrap()),
+            controller: Some(7),
+            up: true,
+        })
     });
     // RTM_NEWLINK, REQUEST|ACK|EXCL|CREATE
-    assert_eq!(hdr(&r), (16, 0x1 | 0x4 | 0x200 | 0x400));
-    let p = r.payload();
+    assert_eq!(cap_hdr(&r), (16, 0x1 | 0x4 | 0x200 | 0x400));
+    let p = &r[16..];
     // ifinfomsg: AF_UNSPEC, index 0, flags IFF_UP, change IFF_UP
     assert_eq!(&p[..16], &[0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0]);
     let top = raw_attrs(&p[16..]);
@@ -510,16 +541,18 @@ fn veth_request_bytes() {
 
 #[test]
 fn bridge_and_link_set_request_bytes() {
-    let r = link::bridge_request(&BridgeOpts {
-        name: "cni0",
-        mtu: None,
-        mac: Some("0a:58:00:00:00:01".parse().unwrap()),
-        promisc: true,
-        vlan_filtering: Some(true),
-        up: false,
+    let r = captured_first(|nl| {
+        nl.create_bridge(&BridgeOpts {
+            name: "cni0",
+            mtu: None,
+            mac: Some("0a:58:00:00:00:01".parse().unwrap()),
+            promisc: true,
+            vlan_filtering: Some(true),
+            up: false,
+        })
     });
-    assert_eq!(hdr(&r), (16, 0x605));
-    let p = r.payload();
+    assert_eq!(cap_hdr(&r), (16, 0x605));
+    let p = &r[16..];
     // flags = change = IFF_PROMISC
     assert_eq!(&p[8..16], &[0, 1, 0, 0, 0, 1, 0, 0]);
     let top = raw_attrs(&p[16..]);
@@ -531,11 +564,13 @@ fn bridge_and_link_set_request_bytes() {
     // IFLA_INFO_DATA { IFLA_BR_VLAN_FILTERING (7) = 1 }
     assert_eq!(info[1], (2, vec![5, 0, 7, 0, 1, 0, 0, 0]));
     // No vlan_filtering: no IFLA_INFO_DATA at all.
-    let r = link::bridge_request(&BridgeOpts {
-        name: "cni0",
-        ..Default::default()
+    let r = captured_first(|nl| {
+        nl.create_bridge(&BridgeOpts {
+            name: "cni0",
+            ..Default::default()
+        })
     });
-    let top = raw_attrs(&r.payload()[16..]);
+    let top = raw_attrs(&r[32..]);
     assert_eq!(raw_attrs(&top[1].1), vec![(1, b"bridge\0".to_vec())]);
 
     // set down: RTM_SETLINK, flags 0, change IFF_UP
@@ -545,15 +580,33 @@ fn bridge_and_link_set_request_bytes() {
     let r = captured_one(|nl| nl.set_up(&port9()));
     assert_eq!(&r[16..], &[0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0]);
     // hairpin: AF_BRIDGE, IFLA_PROTINFO|NLA_F_NESTED { IFLA_BRPORT_MODE = 1 }
-    let r = link::bridge_port_request(9, link::IFLA_BRPORT_MODE, true);
-    assert_eq!(hdr(&r), (19, 0x5));
-    assert_eq!(r.payload()[0], 7);
+    // (byte-identical to `bridge link set dev port9 hairpin on`)
+    let r = captured_one(|nl| nl.set_hairpin(&port9(), true));
+    assert_eq!(cap_hdr(&r), (19, 0x5));
+    assert_eq!(r[16], 7);
     assert_eq!(
-        raw_attrs(&r.payload()[16..]),
+        raw_attrs(&r[32..]),
         vec![(12 | 0x8000, vec![5, 0, 4, 0, 1, 0, 0, 0])]
     );
-    let r = link::del_request(9);
-    assert_eq!(hdr(&r), (17, 0x5));
+    let r = captured_one(|nl| nl.set_isolated(&port9(), false));
+    assert_eq!(
+        raw_attrs(&r[32..]),
+        vec![(12 | 0x8000, vec![5, 0, 33, 0, 0, 0, 0, 0])]
+    );
+    let r = captured_one(|nl| nl.del_link(&port9()));
+    assert_eq!(cap_hdr(&r), (17, 0x5));
+    assert_eq!(&r[16..], &[0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let r = captured_one(|nl| nl.set_mtu(&port9(), 1450));
+    assert_eq!(
+        raw_attrs(&r[32..]),
+        vec![(4, 1450u32.to_ne_bytes().to_vec())]
+    );
+    let r = captured_one(|nl| nl.set_master(&port9(), None));
+    assert_eq!(raw_attrs(&r[32..]), vec![(10, 0u32.to_ne_bytes().to_vec())]);
+    let r = captured_one(|nl| nl.set_mac(&port9(), "0a:58:00:00:00:09".parse().unwrap()));
+    assert_eq!(raw_attrs(&r[32..]), vec![(1, vec![0x0a, 0x58, 0, 0, 0, 9])]);
+    let r = captured_one(|nl| nl.set_promisc(&port9(), true));
+    assert_eq!(&r[24..32], &[0, 1, 0, 0, 0, 1, 0, 0]);
     let r = captured_one(|nl| nl.link_by_name("eth0").map(|_| ()));
     assert_eq!(cap_hdr(&r), (18, 0x5));
     assert_eq!(&r[16..32], &[0u8; 16]);
@@ -595,12 +648,17 @@ fn port9() -> Link {
 
 #[test]
 fn address_request_bytes() {
-    let r = addr::add_request(3, &net("10.1.2.3/24"), 0);
-    assert_eq!(hdr(&r), (20, 0x605));
+    let link3 = Link {
+        index: 3,
+        name: "a3".into(),
+        ..Link::default()
+    };
+    let r = captured_one(|nl| nl.add_addr(&link3, net("10.1.2.3/24")));
+    assert_eq!(cap_hdr(&r), (20, 0x605));
     // ifaddrmsg: AF_INET, /24, flags 0, scope 0, index 3
-    assert_eq!(&r.payload()[..8], &[2, 24, 0, 0, 3, 0, 0, 0]);
+    assert_eq!(&r[16..24], &[2, 24, 0, 0, 3, 0, 0, 0]);
     assert_eq!(
-        raw_attrs(&r.payload()[8..]),
+        raw_attrs(&r[24..]),
         vec![
             (1, vec![10, 1, 2, 3]),
             (2, vec![10, 1, 2, 3]),
@@ -608,24 +666,28 @@ fn address_request_bytes() {
         ]
     );
     // /31 and /32 have no broadcast.
-    let r = addr::add_request(3, &net("10.1.3.3/31"), 0);
-    assert_eq!(raw_attrs(&r.payload()[8..]).len(), 2);
-    let r = addr::add_request(3, &net("10.1.3.3/0"), 0);
-    assert_eq!(
-        raw_attrs(&r.payload()[8..])[2],
-        (4, vec![255, 255, 255, 255])
-    );
-    let r = addr::add_request(4, &net("2001:db8::5/64"), 0x202);
-    assert_eq!(&r.payload()[..8], &[10, 64, 0, 0, 4, 0, 0, 0]);
-    let a = raw_attrs(&r.payload()[8..]);
+    let r = captured_one(|nl| nl.add_addr(&link3, net("10.1.3.3/31")));
+    assert_eq!(raw_attrs(&r[24..]).len(), 2);
+    let r = captured_one(|nl| nl.add_addr(&link3, net("10.1.3.3/0")));
+    assert_eq!(raw_attrs(&r[24..])[2], (4, vec![255, 255, 255, 255]));
+    let flags = AddrFlags {
+        no_prefix_route: true,
+        no_dad: true,
+    };
+    let r = captured_one(|nl| nl.add_addr_flags(&link3, net("2001:db8::5/64"), flags));
+    assert_eq!(&r[16..24], &[10, 64, 0, 0, 3, 0, 0, 0]);
+    let a = raw_attrs(&r[24..]);
     let v6: std::net::Ipv6Addr = "2001:db8::5".parse().unwrap();
     assert_eq!(a[0], (1, v6.octets().to_vec()));
     assert_eq!(a[1], (2, v6.octets().to_vec()));
     assert_eq!(a[2], (8, 0x202u32.to_ne_bytes().to_vec()));
-    let d = addr::addr_request(msg::RTM_DELADDR, 0x5, 4, &net("2001:db8::5/64"), 0);
-    assert_eq!(hdr(&d), (21, 0x5));
-    assert_eq!(hdr(&addr::dump_request(None)), (22, 0x301));
-    assert_eq!(addr::dump_request(Some(IpFamily::V6)).payload()[0], 10);
+    let d = captured_one(|nl| nl.del_addr(&link3, net("2001:db8::5/64")));
+    assert_eq!(cap_hdr(&d), (21, 0x5));
+    // Dumps: all links, or one link's (filtered by the kernel: strict checking).
+    let r = captured_one(|nl| nl.all_addrs(None));
+    assert_eq!((cap_hdr(&r), &r[16..]), ((22, 0x301), &[0u8; 8][..]));
+    let r = captured_one(|nl| nl.addrs(&link3, Some(IpFamily::V6)));
+    assert_eq!(&r[16..], &[10, 0, 0, 0, 3, 0, 0, 0]);
 }
 
 #[test]
@@ -637,19 +699,21 @@ fn route_request_bytes() {
     r.mtu = Some(1300);
     r.advmss = Some(1200);
     r.table = Some(100);
-    let q = add_route_req(&r);
+    let q = captured_one(|nl| nl.add_route(&r));
+    assert_eq!(cap_hdr(&q), (24, 0x605));
+    let q = &q[16..];
     // rtmsg: AF_INET, /16, src 0, tos 0, table 100, boot, universe, unicast, flags 0
-    assert_eq!(&q.payload()[..12], &[2, 16, 0, 0, 100, 3, 0, 1, 0, 0, 0, 0]);
+    assert_eq!(&q[..12], &[2, 16, 0, 0, 100, 3, 0, 1, 0, 0, 0, 0]);
     // A protocol given on add is kept.
     let mut own = r.clone();
     own.protocol = 4;
-    assert_eq!(add_route_req(&own).payload()[5], 4);
+    assert_eq!(captured_one(|nl| nl.add_route(&own))[16 + 5], 4);
     let mut metrics = vec![8, 0, 2, 0];
     metrics.extend_from_slice(&1300u32.to_ne_bytes());
     metrics.extend_from_slice(&[8, 0, 8, 0]);
     metrics.extend_from_slice(&1200u32.to_ne_bytes());
     assert_eq!(
-        raw_attrs(&q.payload()[12..]),
+        raw_attrs(&q[12..]),
         vec![
             (1, vec![10, 9, 0, 0]),
             (5, vec![10, 1, 2, 1]),
@@ -662,37 +726,91 @@ fn route_request_bytes() {
     let mut big = Route::new(net("10.9.0.0/16"));
     big.table = Some(1000);
     big.onlink = true;
-    let q = add_route_req(&big);
-    assert_eq!(q.payload()[4], 254);
-    assert_eq!(&q.payload()[8..12], &4u32.to_ne_bytes());
-    assert!(raw_attrs(&q.payload()[12..]).contains(&(15, 1000u32.to_ne_bytes().to_vec())));
-    assert_eq!(hdr(&route::dump_request(IpFamily::V6)), (26, 0x301));
-    assert_eq!(route::dump_request(IpFamily::V6).payload()[0], 10);
+    let q = captured_one(|nl| nl.add_route(&big));
+    let q = &q[16..];
+    // A table above 255 goes in RTA_TABLE only, the header says unspec (as iproute2).
+    assert_eq!(q[4], 0);
+    assert_eq!(&q[8..12], &4u32.to_ne_bytes());
+    assert!(raw_attrs(&q[12..]).contains(&(15, 1000u32.to_ne_bytes().to_vec())));
+    // Delete: protocol and type unspec, scope nowhere.
+    let q = captured_one(|nl| nl.del_route(&big));
+    assert_eq!(cap_hdr(&q), (25, 0x5));
+    assert_eq!(&q[16 + 5..16 + 8], &[0, 255, 0]);
+    // The dump names the table; with strict checking the kernel filters by it.
+    let q = captured_one(|nl| nl.routes(IpFamily::V6, None));
+    assert_eq!(cap_hdr(&q), (26, 0x301));
+    assert_eq!(&q[16..28], &[10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        raw_attrs(&q[28..]),
+        vec![(15, 254u32.to_ne_bytes().to_vec())]
+    );
+    // `ip route get`: the destination as a host route.
+    let q = captured_one(|nl| nl.route_to("10.1.2.3".parse().unwrap()));
+    assert_eq!(cap_hdr(&q), (26, 0x5));
+    assert_eq!(&q[16..18], &[2, 32]);
+    assert_eq!(raw_attrs(&q[28..]), vec![(1, vec![10, 1, 2, 3])]);
 }
 
 // ---- answer parsing ----
 
 /// An answer message body: family header, then attributes.
 fn body(header: &[u8], attrs: &[(u16, &[u8])]) -> Vec<u8> {
-    let mut r = msg::Request::new(0, 0, header);
+    let mut r = crate::nlmsg::Request::new(0, 0, header);
     for (k, v) in attrs {
         r.attr(*k, v);
     }
-    r.payload().to_vec()
+    r.finish(0).unwrap()[16..].to_vec()
+}
+
+/// `struct ifinfomsg`: family, pad, type, index, flags, change.
+fn ifinfomsg(family: u8, index: u32, flags: u32, change: u32) -> [u8; 16] {
+    let mut h = [0u8; 16];
+    h[0] = family;
+    h[4..8].copy_from_slice(&index.to_ne_bytes());
+    h[8..12].copy_from_slice(&flags.to_ne_bytes());
+    h[12..16].copy_from_slice(&change.to_ne_bytes());
+    h
+}
+
+/// `struct rtmsg`: family, dst_len, src_len, tos, table, protocol, scope,
+/// type, flags.
+fn rtmsg(family: u8, dst_len: u8, table: u8, protocol: u8, scope: u8) -> [u8; 12] {
+    [family, dst_len, 0, 0, table, protocol, scope, 1, 0, 0, 0, 0]
+}
+
+fn parse_link(b: &[u8]) -> Result<Link, String> {
+    match try_answer(16, b)? {
+        RouteNetlinkMessage::NewLink(m) => Ok(Link::from_message(m)),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+fn parse_addr(b: &[u8]) -> Result<Option<Addr>, String> {
+    match try_answer(20, b)? {
+        RouteNetlinkMessage::NewAddress(m) => Ok(Addr::from_message(m)),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+fn parse_route(b: &[u8]) -> Result<Option<Route>, String> {
+    match try_answer(24, b)? {
+        RouteNetlinkMessage::NewRoute(m) => Ok(Route::from_message(m)),
+        other => Err(format!("{other:?}")),
+    }
 }
 
 #[test]
 fn parses_link_answer() {
-    let mut info = msg::Request::new(0, 0, &[]);
-    info.attr_str(1, "veth");
-    info.attr_str(4, "bridge");
+    let mut info = crate::nlmsg::Request::new(0, 0, &[]);
+    info.attr(1, b"veth\0");
+    info.attr(4, b"bridge\0");
     let port = info.nest(5);
-    info.attr_u8(4, 1);
-    info.attr_u8(33, 0);
+    info.attr(4, &[1]);
+    info.attr(33, &[0]);
     info.end(port);
-    let info = info.payload().to_vec();
+    let info = info.finish(0).unwrap()[16..].to_vec();
     let b = body(
-        &link::ifinfomsg(0, 12, 0x1 | 0x100 | 0x1000, 0),
+        &ifinfomsg(0, 12, 0x1 | 0x100 | 0x1000, 0),
         &[
             (3, b"veth1\0"),
             (4, &1500u32.to_ne_bytes()),
@@ -704,7 +822,7 @@ fn parses_link_answer() {
             (18, &info),
         ],
     );
-    let l = Link::from_msg(&b).unwrap();
+    let l = parse_link(&b).unwrap();
     assert_eq!(
         l,
         Link {
@@ -725,24 +843,24 @@ fn parses_link_answer() {
     );
     // Zero master/link mean none; unknown operstates print their number.
     let b = body(
-        &link::ifinfomsg(0, 1, 0, 0),
+        &ifinfomsg(0, 1, 0, 0),
         &[
             (10, &0u32.to_ne_bytes()),
             (5, &0u32.to_ne_bytes()),
             (16, &[9]),
         ],
     );
-    let l = Link::from_msg(&b).unwrap();
+    let l = parse_link(&b).unwrap();
     assert_eq!(
         (l.master, l.peer_index, l.operstate.as_str()),
         (None, None, "9")
     );
     // Malformed: short header, short MTU, attribute past the end.
-    assert!(Link::from_msg(&b[..10]).is_err());
-    assert!(Link::from_msg(&body(&link::ifinfomsg(0, 1, 0, 0), &[(4, &[1, 2])])).is_err());
-    let mut cut = body(&link::ifinfomsg(0, 1, 0, 0), &[(3, b"eth0\0")]);
+    assert!(parse_link(&b[..10]).is_err());
+    assert!(parse_link(&body(&ifinfomsg(0, 1, 0, 0), &[(4, &[1, 2])])).is_err());
+    let mut cut = body(&ifinfomsg(0, 1, 0, 0), &[(3, b"eth0\0")]);
     cut.truncate(cut.len() - 4);
-    assert!(Link::from_msg(&cut).is_err());
+    assert!(parse_link(&cut).is_err());
 }
 
 #[test]
@@ -757,7 +875,7 @@ fn parses_address_answer() {
             (8, &0x40u32.to_ne_bytes()),
         ],
     );
-    let a = Addr::from_msg(&b).unwrap().unwrap();
+    let a = parse_addr(&b).unwrap().unwrap();
     assert_eq!(
         a,
         Addr {
@@ -775,37 +893,32 @@ fn parses_address_answer() {
     );
     let v6 = "fe80::1".parse::<std::net::Ipv6Addr>().unwrap().octets();
     let b = body(&[10, 64, 0x80 | 0x08, 253, 3, 0, 0, 0], &[(1, &v6)]);
-    let a = Addr::from_msg(&b).unwrap().unwrap();
+    let a = parse_addr(&b).unwrap().unwrap();
     assert_eq!(
         (a.address, a.scope, a.permanent, a.dad_failed, a.broadcast),
         (net("fe80::1/64"), scope::LINK, true, true, None)
     );
-    // Not IP, no address: skipped; a v4 address of 16 bytes: malformed.
+    // Not IP, no address, an address of the other family: skipped; a
+    // message shorter than its header: malformed.
     assert_eq!(
-        Addr::from_msg(&body(&[7, 0, 0, 0, 1, 0, 0, 0], &[])).unwrap(),
+        parse_addr(&body(&[7, 0, 0, 0, 1, 0, 0, 0], &[])).unwrap(),
         None
     );
     assert_eq!(
-        Addr::from_msg(&body(&[2, 8, 0, 0, 1, 0, 0, 0], &[])).unwrap(),
+        parse_addr(&body(&[2, 8, 0, 0, 1, 0, 0, 0], &[])).unwrap(),
         None
     );
-    assert!(Addr::from_msg(&body(&[2, 8, 0, 0, 1, 0, 0, 0], &[(2, &v6)])).is_err());
-    assert!(Addr::from_msg(&[2, 8, 0]).is_err());
+    assert_eq!(
+        parse_addr(&body(&[2, 8, 0, 0, 1, 0, 0, 0], &[(2, &v6)])).unwrap(),
+        None
+    );
+    assert!(parse_addr(&[2, 8, 0]).is_err());
 }
 
 #[test]
 fn parses_route_answer() {
-    let h = route::RtMsg {
-        family: 2,
-        dst_len: 24,
-        table: 254,
-        protocol: 2,
-        scope: 253,
-        kind: 1,
-        flags: 0,
-    };
     let b = body(
-        &h.bytes(),
+        &rtmsg(2, 24, 254, 2, 253),
         &[
             (15, &254u32.to_ne_bytes()),
             (1, &[10, 1, 2, 0]),
@@ -813,7 +926,7 @@ fn parses_route_answer() {
             (4, &5u32.to_ne_bytes()),
         ],
     );
-    let r = Route::from_msg(&b).unwrap().unwrap();
+    let r = parse_route(&b).unwrap().unwrap();
     let mut want = Route::new(net("10.1.2.0/24")).dev(5);
     want.src = Some("10.1.2.3".parse().unwrap());
     want.table = Some(254);
@@ -821,22 +934,19 @@ fn parses_route_answer() {
     want.protocol = 2;
     assert_eq!(r, want);
     // Default route: no RTA_DST; the table from the header.
-    let d = route::RtMsg {
-        family: 10,
-        table: 100,
-        ..h
-    };
     let gw = "fe80::1".parse::<std::net::Ipv6Addr>().unwrap().octets();
-    let r = Route::from_msg(&body(&d.bytes(), &[(5, &gw)]))
+    let r = parse_route(&body(&rtmsg(10, 24, 100, 2, 253), &[(5, &gw)]))
         .unwrap()
         .unwrap();
     assert_eq!((r.dst, r.table), (net("::/0"), Some(100)));
     assert_eq!(r.gateway, Some("fe80::1".parse().unwrap()));
     // Other families are skipped; a short gateway is malformed.
-    let mpls = route::RtMsg { family: 28, ..h };
-    assert_eq!(Route::from_msg(&body(&mpls.bytes(), &[])).unwrap(), None);
-    assert!(Route::from_msg(&body(&h.bytes(), &[(5, &[1, 2])])).is_err());
-    assert!(Route::from_msg(&[2, 0, 0]).is_err());
+    assert_eq!(
+        parse_route(&body(&rtmsg(28, 0, 254, 2, 0), &[])).unwrap(),
+        None
+    );
+    assert!(parse_route(&body(&rtmsg(2, 24, 254, 2, 253), &[(5, &[1, 2])])).is_err());
+    assert!(parse_route(&[2, 0, 0]).is_err());
 }
 
 // ---- against iproute2 ----
