@@ -409,13 +409,13 @@ mod tests {
             let flags = u16::from_ne_bytes([sent[6], sent[7]]);
             assert_eq!(msg_type, 16, "RTM_NEWLINK");
             assert_eq!(flags, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
-            let l = super::super::Link::from_msg(&sent[16..]).unwrap();
+            let m = LinkMessage::parse(&sent[16..]).unwrap();
+            let l = super::super::Link::from_message(m.clone());
             assert_eq!(
                 (l.name.as_str(), l.mtu, l.peer_index, l.mac.as_str()),
                 ("veth01234567", 1400, Some(7), "02:00:00:00:00:01")
             );
             assert_eq!(l.kind, kind.kind());
-            let m = LinkMessage::parse(&sent[16..]).unwrap();
             assert_eq!(LinkExtras::from_message(m).kind, Some(kind));
         }
     }

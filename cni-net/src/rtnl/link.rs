@@ -161,7 +161,7 @@ pub(crate) fn get_message(index: u32, name: Option<&str>) -> RouteNetlinkMessage
 }
 
 /// A link message for `index` with header `flags` selected by `change`.
-fn link_message(index: u32, flags: LinkFlags, change: LinkFlags) -> LinkMessage {
+pub(crate) fn link_message(index: u32, flags: LinkFlags, change: LinkFlags) -> LinkMessage {
     let mut m = LinkMessage::default();
     m.header.index = index;
     m.header.flags = flags;
