@@ -6,6 +6,7 @@
 //! self-check, so plugins that need no kernel access stay small.
 
 pub mod args;
+pub mod cidr;
 pub mod conf;
 pub mod delegate;
 pub mod env;

@@ -1295,3 +1295,72 @@ fn hostile_bridge_netns_before_bridge() {
         "hostile: bridge (fresh bridge, bad netns) {n} inputs, 0 failures"
     ));
 }
+
+#[test]
+fn hostile_static() {
+    if skip_unless_root("hostile_static") {
+        return;
+    }
+    let w = World::new("static", 22);
+    let n = w.n;
+    let addr = |a: &str| json!([{"address": a}]);
+    let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "static", "ipam": {
+        "type": "static",
+        "addresses": [{"address": format!("10.80.{n}.5/24"), "gateway": format!("10.80.{n}.1")}],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dns": {"nameservers": [format!("10.80.{n}.53")]},
+    }});
+    warm_up(&w, &base);
+    let ips_bad = vec![
+        json!(["nope"]),
+        json!([5]),
+        json!([""]),
+        json!([null]),
+        json!([format!("10.80.{n}.5")]),
+        json!([format!("10.80.{n}.5/33")]),
+        json!(["MARK/24"]),
+    ];
+    let mut keys = common_keys();
+    keys.extend([
+        key("ipam.type", Kind::Str, vec![]),
+        key(
+            "ipam.addresses",
+            Kind::Arr,
+            vec![
+                addr(&format!("10.80.{n}.5")),
+                addr(&format!("fd80:{n}::5/129")),
+                addr("MARK"),
+                addr(""),
+                json!([5]),
+                json!([[]]),
+                json!([{"Address": format!("10.80.{n}.5/24")}]),
+                json!([{"address": format!("10.80.{n}.5/24"), "gateway": "MARK"}]),
+                json!([{"address": format!("10.80.{n}.5/24"), "gateway": 5}]),
+                json!([{"address": format!("10.80.{n}.5/24"), "gateway": format!("10.80.{n}.1/24")}]),
+            ],
+        ),
+        key(
+            "ipam.routes",
+            Kind::Arr,
+            vec![
+                json!([{"dst": "nope"}]),
+                json!([{"dst": format!("10.80.{n}.0")}]),
+                json!([{}]),
+                json!([{"dst": "0.0.0.0/0", "gw": "MARK"}]),
+                json!([{"dst": "0.0.0.0/0", "mtu": -1}]),
+                json!([{"dst": "0.0.0.0/0", "scope": 256}]),
+                json!([5]),
+            ],
+        ),
+        key("ipam.dns", Kind::Obj, vec![json!({"nameservers": "MARK"})]),
+        key("runtimeConfig.ips", Kind::Arr, ips_bad.clone()),
+        key("args.cni.ips", Kind::Arr, ips_bad),
+    ]);
+    let t = Traits {
+        uses_netns: false,
+        strict_args: true,
+        delegates: false,
+        prev_cmd: Some("CHECK"),
+    };
+    hostile(&w, base, keys, t, &[]);
+}
