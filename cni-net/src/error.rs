@@ -141,6 +141,7 @@ pub(crate) mod libc_errno {
     pub const ENOENT: i32 = Errno::ENOENT as i32;
     pub const ESRCH: i32 = Errno::ESRCH as i32;
     pub const EEXIST: i32 = Errno::EEXIST as i32;
+    pub const EBUSY: i32 = Errno::EBUSY as i32;
     pub const ENODEV: i32 = Errno::ENODEV as i32;
     pub const EADDRNOTAVAIL: i32 = Errno::EADDRNOTAVAIL as i32;
 }

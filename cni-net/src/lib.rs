@@ -2,7 +2,8 @@
 //! netlink client, and sysctls.
 //!
 //! This is the only crate that touches the kernel network API, and the only
-//! one with `unsafe` (one block: [`process::die_with_parent`]). Plugins see
+//! one with `unsafe` (two small modules: [`process::die_with_parent`] and
+//! the tun ioctls of [`tuntap`]). Plugins see
 //! plain blocking calls and small owned types ([`Link`], [`Addr`], [`Route`]).
 //! The messages are the rust-netlink crates' types (`netlink-packet-route`)
 //! sent over a blocking socket (`nl`), without rtnetlink and tokio: one-shot
@@ -35,6 +36,7 @@ pub mod route_get;
 pub mod rtnl;
 pub mod sysctl;
 pub mod sysfs;
+pub mod tuntap;
 
 pub use error::NetError;
 pub use netns::NetNs;

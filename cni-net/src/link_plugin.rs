@@ -188,7 +188,8 @@ pub fn add(
 
 /// [`add`] with the link placed by `place` (which leaves nothing behind
 /// when it fails) and taken away again by `remove` when a later step
-/// fails: host-device moves a host device in and back out.
+/// fails: host-device moves a host device in and back out; tap makes its
+/// device by ioctl.
 pub fn add_with(
     args: &CmdArgs,
     cx: &Ctx,

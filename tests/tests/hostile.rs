@@ -1364,3 +1364,48 @@ fn hostile_static() {
     };
     hostile(&w, base, keys, t, &[]);
 }
+
+#[test]
+fn hostile_tap() {
+    if skip_unless_root("hostile_tap") {
+        return;
+    }
+    let w = World::new("tap", 23);
+    let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "tap",
+        "multiQueue": true, "owner": 0, "group": 0, "ipam": w.ipam(false)});
+    warm_up(&w, &base);
+    let mac_bad = vec![
+        json!("zz"),
+        json!("MARK"),
+        json!("01:00:5e:00:00:01"),
+        json!("02:00:00:00:00:01:02"),
+        json!("00:00:00:00:00:00"),
+    ];
+    let mut keys = common_keys();
+    keys.extend(ipam_keys(&w, true));
+    keys.extend(bools(&["multiQueue"]));
+    keys.extend([
+        key("mtu", Kind::Int(68, 65521), vec![json!(65522), json!(67)]),
+        key("mac", Kind::Str, mac_bad.clone()),
+        key("runtimeConfig.mac", Kind::Str, mac_bad),
+        key("owner", Kind::Int(0, 4_294_967_295), vec![]),
+        key("group", Kind::Int(0, 4_294_967_295), vec![]),
+        key(
+            "bridge",
+            Kind::Str,
+            vec![json!("MARK"), json!("lo"), json!("../MARK")],
+        ),
+        key(
+            "selinuxContext",
+            Kind::Str,
+            vec![json!("MARK"), json!("system_u:system_r:container_t:s0")],
+        ),
+    ]);
+    let t = Traits {
+        uses_netns: true,
+        strict_args: true,
+        delegates: true,
+        prev_cmd: Some("CHECK"),
+    };
+    hostile(&w, base, keys, t, &[]);
+}

@@ -1,0 +1,387 @@
+//! The tap plugin, exec'd as a runtime does, on this kernel's tun/tap
+//! driver. Every test has a private "host" namespace (`tph…`) where the
+//! plugin runs and a container namespace (`tpc…`) where the tap is made;
+//! the real host is never touched. Subnets 10.122.N.0/24, fd22:122::/64.
+//! There is no Go reference for tap in Debian's 1.1.1: the expectations
+//! are the v1.9.1 behaviour (guide, "tap"), minus its bugs.
+
+// Everything here is test code, helpers included.
+#![cfg(test)]
+
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, skip_unless_root};
+use serde_json::{Value, json};
+
+fn host_ns() -> Netns {
+    let host = Netns::new("tph");
+    host.exec_ok("ip", &["link", "set", "lo", "up"]);
+    host
+}
+
+fn conf(version: &str, extra: Value) -> Value {
+    let mut c = json!({"cniVersion": version, "name": "tp-net", "type": "tap"});
+    if let (Some(m), Some(e)) = (c.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    c
+}
+
+fn run(cmd: &str, host: &Netns, cont: &Netns, conf: &Value) -> PluginOutput {
+    Invocation::new(bin("tap"), cmd)
+        .attach("tp-ctr", cont, "eth0")
+        .in_host(host)
+        .config(conf)
+        .run()
+}
+
+fn with_prev(conf: &Value, result: &Value) -> Value {
+    let mut c = conf.clone();
+    c["prevResult"] = result.clone();
+    c
+}
+
+/// `ip -d -j link show <dev>` in `ns`.
+fn details(ns: &Netns, dev: &str) -> Value {
+    ns.ip_json(&["-d", "link", "show", dev])[0].clone()
+}
+
+fn sysfs(ns: &Netns, dev: &str, attr: &str) -> String {
+    ns.exec_ok("cat", &[&format!("/sys/class/net/{dev}/{attr}")])
+        .trim()
+        .to_string()
+}
+
+/// The namespace's tun/tap devices.
+fn taps(ns: &Netns) -> Vec<String> {
+    ns.ip_json(&["-d", "link", "show"])
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|l| l["linkinfo"]["info_kind"] == "tun")
+        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn is_up(link: &Value) -> bool {
+    link["flags"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == "UP"))
+}
+
+#[test]
+fn l2_tap_with_every_key_is_a_bridge_port() {
+    if skip_unless_root("tap::l2_tap_with_every_key_is_a_bridge_port") {
+        return;
+    }
+    let (host, cont) = (host_ns(), Netns::new("tpc"));
+    cont.exec_ok("ip", &["link", "add", "tpbr0", "type", "bridge"]);
+    let c = conf(
+        "1.1.0",
+        json!({"multiQueue": true, "mtu": 1400, "mac": "02:12:20:00:00:01",
+               "owner": 1234, "group": 4321, "bridge": "tpbr0",
+               "dns": {"nameservers": ["10.122.1.53"]}}),
+    );
+    let r = run("ADD", &host, &cont, &c).ok();
+    let l = details(&cont, "eth0");
+    assert_eq!(l["linkinfo"]["info_kind"], "tun");
+    let data = &l["linkinfo"]["info_data"];
+    assert_eq!(data["type"], "tap");
+    assert_eq!(data["multi_queue"], true);
+    assert_eq!(data["pi"], false);
+    assert_eq!(data["vnet_hdr"], false);
+    assert_eq!(data["persist"], true);
+    // IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE, as `ip tuntap` makes it.
+    assert_eq!(sysfs(&cont, "eth0", "tun_flags"), "0x1902");
+    assert_eq!(sysfs(&cont, "eth0", "owner"), "1234");
+    assert_eq!(sysfs(&cont, "eth0", "group"), "4321");
+    assert_eq!(l["mtu"], 1400);
+    assert_eq!(l["address"], "02:12:20:00:00:01");
+    assert_eq!(l["master"], "tpbr0");
+    assert!(is_up(&l), "{l}");
+    // Nothing was created in the host namespace.
+    assert_eq!(host.link_names(), ["lo"]);
+    assert_eq!(
+        r,
+        json!({"cniVersion": "1.1.0",
+               "interfaces": [{"name": "eth0", "mac": "02:12:20:00:00:01",
+                               "sandbox": cont.path().display().to_string()}],
+               "dns": {"nameservers": ["10.122.1.53"]}})
+    );
+    let c2 = with_prev(&c, &r);
+    run("CHECK", &host, &cont, &c2).ok();
+    run("DEL", &host, &cont, &c2).ok();
+    assert!(taps(&cont).is_empty());
+    assert_eq!(cont.link_names(), ["lo", "tpbr0"], "the bridge is not ours");
+    // DEL again, and with the namespace gone or not given.
+    run("DEL", &host, &cont, &c2).ok();
+    let gone = Netns::new("tpc");
+    let path = gone.path();
+    drop(gone);
+    Invocation::new(bin("tap"), "DEL")
+        .env("CNI_CONTAINERID", "tp-ctr")
+        .env("CNI_NETNS", path.display().to_string())
+        .env("CNI_IFNAME", "eth0")
+        .in_host(&host)
+        .config(&c2)
+        .run()
+        .ok();
+    Invocation::new(bin("tap"), "DEL")
+        .env("CNI_CONTAINERID", "tp-ctr")
+        .env("CNI_NETNS", "")
+        .env("CNI_IFNAME", "eth0")
+        .in_host(&host)
+        .config(&c2)
+        .run()
+        .ok();
+}
+
+#[test]
+fn defaults_make_a_plain_tap_without_owner() {
+    if skip_unless_root("tap::defaults_make_a_plain_tap_without_owner") {
+        return;
+    }
+    let (host, cont) = (host_ns(), Netns::new("tpc"));
+    let c = conf("1.0.0", json!({}));
+    let r = run("ADD", &host, &cont, &c).ok();
+    let l = details(&cont, "eth0");
+    assert_eq!(l["linkinfo"]["info_data"]["multi_queue"], false);
+    assert_eq!(sysfs(&cont, "eth0", "tun_flags"), "0x1002");
+    assert_eq!(sysfs(&cont, "eth0", "owner"), "-1");
+    assert_eq!(sysfs(&cont, "eth0", "group"), "-1");
+    assert_eq!(l["mtu"], 1500);
+    assert!(l.get("master").is_none());
+    assert_eq!(r["interfaces"][0]["mac"], l["address"]);
+    assert!(r.get("ips").is_none());
+    run("DEL", &host, &cont, &c).ok();
+    assert!(taps(&cont).is_empty());
+}
+
+#[test]
+fn l3_tap_gets_the_ipam_addresses_and_routes() {
+    if skip_unless_root("tap::l3_tap_gets_the_ipam_addresses_and_routes") {
+        return;
+    }
+    let (host, cont) = (host_ns(), Netns::new("tpc"));
+    let c = conf(
+        "1.0.0",
+        json!({"ipam": {"type": "static",
+                        "addresses": [{"address": "10.122.2.5/24", "gateway": "10.122.2.1"},
+                                      {"address": "fd22:122::2:5/64"}],
+                        "routes": [{"dst": "10.122.20.0/24"}],
+                        "dns": {"nameservers": ["10.122.2.99"]}},
+               "dns": {"nameservers": ["10.122.2.53"]}}),
+    );
+    let r = run("ADD", &host, &cont, &c).ok();
+    assert_eq!(
+        cont.addrs("eth0"),
+        ["10.122.2.5/24", "fd22:122::2:5/64"]
+            .map(String::from)
+            .into()
+    );
+    let routes = cont.ip_json(&["-4", "route", "show", "10.122.20.0/24"]);
+    assert_eq!(routes[0]["gateway"], "10.122.2.1");
+    assert_eq!(cont.sysctl("net/ipv4/conf/eth0/arp_notify"), "1");
+    assert!(is_up(&details(&cont, "eth0")));
+    assert_eq!(r["ips"][0]["interface"], 0);
+    assert_eq!(r["ips"][1]["interface"], 0);
+    // The config's dns replaces IPAM's.
+    assert_eq!(r["dns"], json!({"nameservers": ["10.122.2.53"]}));
+    let c2 = with_prev(&c, &r);
+    run("CHECK", &host, &cont, &c2).ok();
+    // CHECK sees a missing address, a different MAC, and a non-tap.
+    cont.exec_ok("ip", &["addr", "del", "10.122.2.5/24", "dev", "eth0"]);
+    let e = run("CHECK", &host, &cont, &c2).err();
+    assert!(e["msg"].as_str().unwrap().contains("10.122.2.5"), "{e}");
+    let mut bad_mac = c2.clone();
+    bad_mac["prevResult"]["interfaces"][0]["mac"] = json!("02:00:00:00:00:99");
+    let e = run("CHECK", &host, &cont, &bad_mac).err();
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .contains("doesn't match container Mac"),
+        "{e}"
+    );
+    run("DEL", &host, &cont, &c2).ok();
+    assert!(taps(&cont).is_empty());
+    cont.exec_ok(
+        "ip",
+        &[
+            "link", "add", "eth0", "type", "veth", "peer", "name", "tpp0",
+        ],
+    );
+    let mut veth = c2.clone();
+    veth["prevResult"]["interfaces"][0]["mac"] = json!("");
+    let e = run("CHECK", &host, &cont, &veth).err();
+    assert!(
+        e["msg"].as_str().unwrap().contains("not of type tun"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_taken_name_is_refused_and_nothing_is_adopted() {
+    if skip_unless_root("tap::a_taken_name_is_refused_and_nothing_is_adopted") {
+        return;
+    }
+    let (host, cont) = (host_ns(), Netns::new("tpc"));
+    cont.exec_ok(
+        "ip",
+        &[
+            "link", "add", "eth0", "type", "veth", "peer", "name", "tpp0",
+        ],
+    );
+    let before = cont.link_names();
+    let c = conf(
+        "1.0.0",
+        json!({"ipam": {"type": "static",
+        "addresses": [{"address": "10.122.3.5/24"}]}}),
+    );
+    let e = run("ADD", &host, &cont, &c).err();
+    assert!(e["msg"].as_str().unwrap().contains("already exists"), "{e}");
+    assert_eq!(cont.link_names(), before);
+    assert_eq!(details(&cont, "eth0")["linkinfo"]["info_kind"], "veth");
+    assert!(taps(&cont).is_empty());
+    // An existing tap of that name is not attached to either.
+    cont.exec_ok("ip", &["link", "del", "eth0"]);
+    cont.exec_ok("ip", &["tuntap", "add", "mode", "tap", "name", "eth0"]);
+    let index = details(&cont, "eth0")["ifindex"].clone();
+    run("ADD", &host, &cont, &c).err();
+    assert_eq!(details(&cont, "eth0")["ifindex"], index);
+    assert!(cont.addrs("eth0").is_empty());
+}
+
+#[test]
+fn failures_leave_no_tap_behind() {
+    if skip_unless_root("tap::failures_leave_no_tap_behind") {
+        return;
+    }
+    let (host, cont) = (host_ns(), Netns::new("tpc"));
+    let bad_ipam = json!({"type": "static", "addresses": [{"address": "10.122.4.5"}]});
+    let cases = [
+        (
+            "1.0.0",
+            json!({"mac": "zz"}),
+            "invalid args zz for MAC addr",
+        ),
+        // The kernel refuses a multicast MAC once the tap exists.
+        (
+            "1.0.0",
+            json!({"mac": "01:00:5e:00:00:01"}),
+            "failed to set MAC",
+        ),
+        (
+            "1.0.0",
+            json!({"bridge": "tp-nobr"}),
+            "failed to get bridge tp-nobr: Link not found",
+        ),
+        ("1.0.0", json!({"bridge": "lo"}), "as a port of bridge lo"),
+        ("1.0.0", json!({"mtu": 65522}), "invalid MTU 65522"),
+        ("1.0.0", json!({"mtu": 67}), "invalid MTU 67"),
+        (
+            "1.0.0",
+            json!({"ipam": bad_ipam}),
+            "the 'address' field is expected",
+        ),
+        (
+            "1.0.0",
+            json!({"ipam": {"type": "tp-no-such-ipam"}}),
+            "failed to find plugin",
+        ),
+        // No addresses at all: an IPAM result without IPs.
+        (
+            "1.0.0",
+            json!({"ipam": {"type": "static"}}),
+            "IPAM plugin returned missing IP config",
+        ),
+        // An L2 result cannot be printed as 0.2.0.
+        ("0.2.0", json!({}), "cannot convert: no valid IP addresses"),
+        (
+            "1.0.0",
+            json!({"selinuxContext": "system_u:system_r:container_t:s0"}),
+            "selinux",
+        ),
+        (
+            "1.0.0",
+            json!({"multiQueue": "yes"}),
+            "failed to load netconf",
+        ),
+        ("1.0.0", json!({"owner": -1}), "failed to load netconf"),
+    ];
+    for (version, extra, want) in cases {
+        let c = conf(version, extra.clone());
+        let e = run("ADD", &host, &cont, &c).err();
+        let msg = e["msg"].as_str().unwrap().to_lowercase();
+        assert!(msg.contains(&want.to_lowercase()), "{extra}: {e}");
+        assert_eq!(cont.link_names(), ["lo"], "{extra}");
+        assert_eq!(host.link_names(), ["lo"], "{extra}");
+    }
+    // CNI_ARGS: MAC wins over the config, runtimeConfig over both; other
+    // keys need IgnoreUnknown.
+    let c = conf("1.0.0", json!({"mac": "02:12:20:00:00:01"}));
+    let out = Invocation::new(bin("tap"), "ADD")
+        .attach("tp-ctr", &cont, "eth0")
+        .env("CNI_ARGS", "K8S_POD_NAME=p")
+        .in_host(&host)
+        .config(&c)
+        .run();
+    assert!(out.err()["msg"].as_str().unwrap().contains("unknown args"));
+    let mut c = c;
+    let add = |c: &Value| {
+        Invocation::new(bin("tap"), "ADD")
+            .attach("tp-ctr", &cont, "eth0")
+            .env(
+                "CNI_ARGS",
+                "IgnoreUnknown=1;K8S_POD_NAME=p;MAC=02:12:20:00:00:02",
+            )
+            .in_host(&host)
+            .config(c)
+            .run()
+            .ok()
+    };
+    assert_eq!(add(&c)["interfaces"][0]["mac"], "02:12:20:00:00:02");
+    run("DEL", &host, &cont, &c).ok();
+    c["runtimeConfig"] = json!({"mac": "02:12:20:00:00:03"});
+    assert_eq!(add(&c)["interfaces"][0]["mac"], "02:12:20:00:00:03");
+    // DEL does not trip over CNI_ARGS it does not know.
+    Invocation::new(bin("tap"), "DEL")
+        .attach("tp-ctr", &cont, "eth0")
+        .env("CNI_ARGS", "K8S_POD_NAME=p")
+        .in_host(&host)
+        .config(&c)
+        .run()
+        .ok();
+    assert!(taps(&cont).is_empty());
+}
+
+#[test]
+fn status_and_gc_go_to_ipam() {
+    let c = conf("1.1.0", json!({"ipam": {"type": "static"}}));
+    for cmd in ["STATUS", "GC"] {
+        let out = Invocation::new(bin("tap"), cmd).config(&c).run();
+        assert_eq!(out.ok(), Value::Null, "{cmd}");
+        // Without the IPAM plugin, both say so.
+        let out = Invocation::new(bin("tap"), cmd)
+            .env("CNI_PATH", "/nonexistent")
+            .config(&c)
+            .run();
+        assert!(
+            out.err()["msg"]
+                .as_str()
+                .unwrap()
+                .contains("failed to find plugin"),
+            "{cmd}"
+        );
+    }
+    // L2: nothing to ask.
+    let c = conf("1.1.0", json!({}));
+    for cmd in ["STATUS", "GC"] {
+        let out = Invocation::new(bin("tap"), cmd)
+            .env("CNI_PATH", "/nonexistent")
+            .config(&c)
+            .run();
+        assert_eq!(out.ok(), Value::Null, "{cmd}");
+    }
+}
