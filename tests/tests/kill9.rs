@@ -1,5 +1,5 @@
-//! ADD killed with SIGKILL at random moments, for host-local, bridge, ptp
-//! and portmap: afterwards DEL of the attachment must leave no veth, no
+//! ADD killed with SIGKILL at random moments, for host-local, bridge, ptp,
+//! portmap and tap: afterwards DEL of the attachment must leave no veth, no
 //! reservation and no rule (compared with the private host namespace before
 //! the ADD, tags `kx…`, subnets 10.80.1x.0/24), no reservation file may be
 //! empty or torn at any point we look, and the next ADD must work.
@@ -249,6 +249,10 @@ fn lab(plugin: &'static str, n: u8) -> Lab {
                            "ips": [{"interface": 0, "address": format!("10.80.{n}.2/24")}]}})
             })
         }
+        "tap" => Box::new(move |i| {
+            json!({"cniVersion": "1.0.0", "name": name, "type": "tap", "owner": 0, "group": 0,
+                   "multiQueue": i.is_multiple_of(2), "mtu": 1400, "ipam": ipam})
+        }),
         _ => unreachable!(),
     };
     Lab {
@@ -417,4 +421,9 @@ fn kill9_ptp() {
 #[test]
 fn kill9_portmap() {
     kill9("portmap", 14);
+}
+
+#[test]
+fn kill9_tap() {
+    kill9("tap", 33);
 }
