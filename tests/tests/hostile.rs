@@ -1301,7 +1301,7 @@ fn hostile_static() {
     if skip_unless_root("hostile_static") {
         return;
     }
-    let w = World::new("static", 22);
+    let w = World::new("static", 24);
     let n = w.n;
     let addr = |a: &str| json!([{"address": a}]);
     let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "static", "ipam": {

@@ -92,7 +92,7 @@ fn l2_tap_with_every_key_is_a_bridge_port() {
     assert_eq!(data["pi"], false);
     assert_eq!(data["vnet_hdr"], false);
     assert_eq!(data["persist"], true);
-    // IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE, as `ip tuntap` makes it.
+    // IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE (and IFF_PERSIST), as `ip tuntap` makes it.
     assert_eq!(sysfs(&cont, "eth0", "tun_flags"), "0x1902");
     assert_eq!(sysfs(&cont, "eth0", "owner"), "1234");
     assert_eq!(sysfs(&cont, "eth0", "group"), "4321");
@@ -147,7 +147,7 @@ fn defaults_make_a_plain_tap_without_owner() {
     let r = run("ADD", &host, &cont, &c).ok();
     let l = details(&cont, "eth0");
     assert_eq!(l["linkinfo"]["info_data"]["multi_queue"], false);
-    assert_eq!(sysfs(&cont, "eth0", "tun_flags"), "0x1002");
+    assert_eq!(sysfs(&cont, "eth0", "tun_flags"), "0x1802");
     assert_eq!(sysfs(&cont, "eth0", "owner"), "-1");
     assert_eq!(sysfs(&cont, "eth0", "group"), "-1");
     assert_eq!(l["mtu"], 1500);
@@ -301,7 +301,7 @@ fn failures_leave_no_tap_behind() {
         (
             "1.0.0",
             json!({"selinuxContext": "system_u:system_r:container_t:s0"}),
-            "selinux",
+            "label",
         ),
         (
             "1.0.0",
