@@ -6,7 +6,7 @@
 //! [`crate::NetNs::run`] to make the device in a container.
 
 use crate::error::{NetError, libc_errno};
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 
@@ -100,6 +100,45 @@ mod ioctl {
     }
 }
 
+/// Opens `/dev/net/tun` and binds it to the tap `name` with `flags`
+/// (TUNSETIFF): creates the device, or attaches to an existing one unless
+/// `IFF_TUN_EXCL` is set (then a taken name is EEXIST).
+fn open_tap(op: &str, name: &str, flags: i16) -> Result<File, NetError> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() > crate::MAX_IFNAME_LEN || bytes.contains(&0) {
+        return Err(NetError::other(op, "invalid interface name"));
+    }
+    let tun = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::libc::O_CLOEXEC)
+        .open("/dev/net/tun")
+        .map_err(|e| NetError::io(format!("{op}: open /dev/net/tun"), e))?;
+    let mut req = IfReq {
+        name: [0; 16],
+        flags,
+        _rest: [0; 22],
+    };
+    req.name[..bytes.len()].copy_from_slice(bytes);
+    ioctl::set_iff(tun.as_raw_fd(), &mut req).map_err(|e| {
+        // EBUSY is the kernel's answer to IFF_TUN_EXCL on a taken name.
+        let errno = if e as i32 == libc_errno::EBUSY {
+            libc_errno::EEXIST
+        } else {
+            e as i32
+        };
+        NetError::errno(op, errno)
+    })?;
+    Ok(tun)
+}
+
+/// The TUNSETIFF flags of a tap: no packet-information header, and
+/// `IFF_MULTI_QUEUE` if asked.
+fn tap_flags(multi_queue: bool) -> i16 {
+    let mq = if multi_queue { IFF_MULTI_QUEUE } else { 0 };
+    IFF_TAP | IFF_NO_PI | mq
+}
+
 /// Creates a persistent TAP device (`IFF_TAP|IFF_NO_PI`, plus
 /// `IFF_MULTI_QUEUE` if asked) in the calling thread's namespace, down,
 /// with the kernel's default MTU and a random MAC.
@@ -110,35 +149,8 @@ mod ioctl {
 /// non-persistent device).
 pub fn create_persistent_tap(opts: &TapOpts<'_>) -> Result<(), NetError> {
     let op = format!("create tap {}", opts.name);
-    let bytes = opts.name.as_bytes();
-    if bytes.is_empty() || bytes.len() > crate::MAX_IFNAME_LEN || bytes.contains(&0) {
-        return Err(NetError::other(op, "invalid interface name"));
-    }
-    let tun = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(nix::libc::O_CLOEXEC)
-        .open("/dev/net/tun")
-        .map_err(|e| NetError::io(format!("{op}: open /dev/net/tun"), e))?;
+    let tun = open_tap(&op, opts.name, tap_flags(opts.multi_queue) | IFF_TUN_EXCL)?;
     let fd = tun.as_raw_fd();
-    let mut req = IfReq {
-        name: [0; 16],
-        flags: IFF_TAP | IFF_NO_PI | IFF_TUN_EXCL,
-        _rest: [0; 22],
-    };
-    req.name[..bytes.len()].copy_from_slice(bytes);
-    if opts.multi_queue {
-        req.flags |= IFF_MULTI_QUEUE;
-    }
-    ioctl::set_iff(fd, &mut req).map_err(|e| {
-        // EBUSY is the kernel's answer to IFF_TUN_EXCL on a taken name.
-        let errno = if e as i32 == libc_errno::EBUSY {
-            libc_errno::EEXIST
-        } else {
-            e as i32
-        };
-        NetError::errno(op.clone(), errno)
-    })?;
     if let Some(uid) = opts.owner {
         ioctl::set_int(fd, ioctl::Int::Owner, uid)
             .map_err(|e| NetError::errno(format!("{op}: set owner {uid}"), e as i32))?;
@@ -152,6 +164,18 @@ pub fn create_persistent_tap(opts: &TapOpts<'_>) -> Result<(), NetError> {
     drop(tun);
     log::debug!("{op}: done");
     Ok(())
+}
+
+/// Attaches to the existing TAP device `name` in the calling thread's
+/// namespace, as a VM or a DPDK process does: the file reads and writes
+/// Ethernet frames. `multi_queue` must match the device's, or the kernel
+/// answers EINVAL. (Used by the tests to pass traffic through a tap.)
+pub fn attach_tap(name: &str, multi_queue: bool) -> Result<File, NetError> {
+    open_tap(
+        &format!("attach to tap {name}"),
+        name,
+        tap_flags(multi_queue),
+    )
 }
 
 #[cfg(test)]

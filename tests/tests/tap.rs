@@ -385,3 +385,119 @@ fn status_and_gc_go_to_ipam() {
         assert_eq!(out.ok(), Value::Null, "{cmd}");
     }
 }
+
+/// Frames read from `f` (non-blocking) until one satisfies `want` or 5 s
+/// pass.
+fn read_frame(f: &mut std::fs::File, want: impl Fn(&[u8]) -> bool) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut buf = vec![0u8; 2048];
+    while std::time::Instant::now() < deadline {
+        match f.read(&mut buf) {
+            Ok(n) if want(&buf[..n]) => return Some(buf[..n].to_vec()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("read tap: {e}"),
+        }
+    }
+    None
+}
+
+/// An Ethernet ARP frame: `op` 1 request, 2 reply.
+fn arp(op: u8, dst: [u8; 6], sha: [u8; 6], spa: [u8; 4], tha: [u8; 6], tpa: [u8; 4]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend(dst);
+    f.extend(sha);
+    f.extend([0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, op]);
+    f.extend(sha);
+    f.extend(spa);
+    f.extend(tha);
+    f.extend(tpa);
+    f
+}
+
+fn mac_bytes(s: &str) -> [u8; 6] {
+    let v: Vec<u8> = s
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect();
+    v.try_into().unwrap()
+}
+
+#[test]
+fn a_process_attached_to_the_tap_exchanges_frames_with_the_container() {
+    if skip_unless_root("tap::a_process_attached_to_the_tap_exchanges_frames_with_the_container") {
+        return;
+    }
+    let (host, cont) = (host_ns(), Netns::new("tpc"));
+    let c = conf(
+        "1.0.0",
+        json!({"multiQueue": true, "ipam": {"type": "static",
+               "addresses": [{"address": "10.122.5.5/24"}]}}),
+    );
+    let r = run("ADD", &host, &cont, &c).ok();
+    let tap_mac = mac_bytes(r["interfaces"][0]["mac"].as_str().unwrap());
+    // A consumer must open it with the same multi-queue flag.
+    let (attached, mismatched) = cont.run_in(|| {
+        (
+            cni_net::tuntap::attach_tap("eth0", true),
+            cni_net::tuntap::attach_tap("eth0", false),
+        )
+    });
+    assert!(mismatched.is_err(), "attached without IFF_MULTI_QUEUE");
+    let mut f = attached.unwrap();
+    nix::fcntl::fcntl(
+        &f,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .unwrap();
+    // Attached: the carrier is on.
+    assert_eq!(details(&cont, "eth0")["operstate"], "UP");
+    // The container asks for 10.122.5.9: the request comes out of the tap.
+    let mut ping = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            cont.name(),
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "0.5",
+            "-W",
+            "1",
+            "10.122.5.9",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let peer = [0x02, 0x12, 0x20, 0, 0, 0x09];
+    let request = read_frame(&mut f, |fr| {
+        fr.len() >= 42 && fr[12..14] == [0x08, 0x06] && fr[21] == 1 && fr[38..42] == [10, 122, 5, 9]
+    });
+    let request = request.expect("no ARP request for 10.122.5.9 on the tap");
+    assert_eq!(request[6..12], tap_mac, "sent from the tap's MAC");
+    // The answer written into the tap reaches the container's ARP table.
+    let reply = arp(2, tap_mac, peer, [10, 122, 5, 9], tap_mac, [10, 122, 5, 5]);
+    use std::io::Write;
+    f.write_all(&reply).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let n = cont.ip_json(&["neigh", "show", "10.122.5.9", "dev", "eth0"]);
+        if n[0]["lladdr"] == "02:12:20:00:00:09" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ARP reply not learnt: {n}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = ping.wait();
+    drop(f);
+    run("DEL", &host, &cont, &with_prev(&c, &r)).ok();
+    assert!(taps(&cont).is_empty());
+}
