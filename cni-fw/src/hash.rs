@@ -40,6 +40,22 @@ pub fn chain_name_with_prefix(network: &str, container_id: &str, prefix: &str) -
     )
 }
 
+/// `<hash16(network)>-<hash16(ifname:cid)>`: a fixed-length key naming one
+/// attachment, whose first 17 characters name its network (rcni's own tags:
+/// the nftables masquerade comments, the firewall plugin's records).
+pub fn attachment_key(network: &str, ifname: &str, container_id: &str) -> String {
+    format!(
+        "{}-{}",
+        hash_with_prefix(16, "", network),
+        hash_with_prefix(16, "", &format!("{ifname}:{container_id}"))
+    )
+}
+
+/// The first part of [`attachment_key`]: every key of `network` starts with it.
+pub fn network_key_prefix(network: &str) -> String {
+    format!("{}-", hash_with_prefix(16, "", network))
+}
+
 /// `name: "<net>" id: "<cid>"` with Go's `%q` quoting (`FormatComment`).
 pub fn comment(network: &str, container_id: &str) -> String {
     format!("name: {} id: {}", go_quote(network), go_quote(container_id))

@@ -9,6 +9,7 @@
 pub mod exec;
 pub mod hash;
 pub mod iptables;
+pub mod lock;
 pub mod masq;
 pub mod nft;
 pub mod spoofcheck;

@@ -13,7 +13,7 @@
 //! so DEL cleans up even when the container's netns is already gone.
 
 use crate::exec::ToolError;
-use crate::hash::{chain_name, comment, hash_with_prefix};
+use crate::hash::{chain_name, comment};
 use crate::iptables::{self, Family};
 use crate::nft;
 use cni_skel::CniError;
@@ -267,16 +267,8 @@ fn gc_iptables(network: &str, valid: &[(String, String)]) -> Result<(), CniError
 
 // ---- nftables ----
 
-fn network_hash(network: &str) -> String {
-    hash_with_prefix(16, "", network)
-}
-
 fn instance_hash(att: Attachment<'_>) -> String {
-    format!(
-        "{}-{}",
-        network_hash(att.network),
-        hash_with_prefix(16, "", &format!("{}:{}", att.ifname, att.container_id))
-    )
+    crate::hash::attachment_key(att.network, att.ifname, att.container_id)
 }
 
 /// The rule comment: the instance hash, then a readable description, at
@@ -369,7 +361,7 @@ fn gc_nftables(network: &str, valid: &[(String, String)]) -> Result<(), CniError
         return Ok(());
     }
     let rules = nft::list_rules("inet", NFT_TABLE).map_err(nft_err)?;
-    let net_prefix = format!("{}-", network_hash(network));
+    let net_prefix = crate::hash::network_key_prefix(network);
     let keep: Vec<String> = valid
         .iter()
         .map(|(cid, ifname)| {

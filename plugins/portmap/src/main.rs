@@ -22,21 +22,9 @@ fn main() -> ExitCode {
 
 /// Serialises the read-modify-write of the iptables `nat` table among
 /// concurrent invocations (the chains shared by all containers are created
-/// by declaring them, which must not race). Failing to lock is not fatal.
+/// by declaring them, which must not race).
 fn lock() -> Option<std::fs::File> {
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open("/run/cni-portmap.lock")
-        .ok()?;
-    match f.lock() {
-        Ok(()) => Some(f),
-        Err(e) => {
-            log::debug!("portmap lock: {e}");
-            None
-        }
-    }
+    cni_fw::lock::hold("/run/cni-portmap.lock")
 }
 
 fn nft_usable() -> bool {

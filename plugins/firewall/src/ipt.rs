@@ -1,0 +1,667 @@
+//! The iptables backend, table `filter`, both families. The rules are the
+//! reference's, in the form `iptables-save` prints them, so that Go's
+//! plugin and this one find and delete each other's rules:
+//!
+//! ```text
+//! FORWARD (first):  -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD
+//! CNI-FORWARD:      -m comment --comment "CNI firewall plugin admin overrides" -j CNI-ADMIN
+//!                   -d 10.1.0.2/32 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+//!                   -s 10.1.0.2/32 -j ACCEPT
+//! ```
+//!
+//! The per-address rules carry nothing that says whose they are, and must
+//! not (Go deletes them by their exact text). So that DEL without a
+//! `prevResult` and GC can find a container's addresses, ADD also writes,
+//! in the same transaction, one record per address into the chain
+//! `CNI-FW-ATTACHMENTS`, which nothing jumps to (it never sees a packet):
+//!
+//! ```text
+//! CNI-FW-ATTACHMENTS: -s 10.1.0.2/32 -m comment --comment "<attachment key> name: net id: cid if: eth0"
+//! ```
+//!
+//! With `ingressPolicy` `same-bridge` or `isolated`, the isolation chains of
+//! the reference v1.9.1 (see [`isolate`]).
+//!
+//! ADD, DEL and GC are one `iptables-save -t filter` read (none on a node
+//! without our chains) and one `iptables-restore --noflush` transaction per
+//! family, under a host-wide lock.
+
+use crate::config::{Conf, IngressPolicy};
+use cni_fw::iptables::{self, Edit, Family, Table, quote};
+use cni_skel::CniError;
+use std::net::IpAddr;
+
+/// The chain holding the per-address rules.
+pub const FORWARD_CHAIN: &str = "CNI-FORWARD";
+/// rcni's records of which attachment each address belongs to.
+pub const RECORDS_CHAIN: &str = "CNI-FW-ATTACHMENTS";
+/// Isolation, first stage: traffic leaving a bridge for elsewhere.
+pub const STAGE1_CHAIN: &str = "CNI-ISOLATION-STAGE-1";
+/// Isolation, second stage: drops it when it enters another bridge.
+pub const STAGE2_CHAIN: &str = "CNI-ISOLATION-STAGE-2";
+const TABLE: &str = "filter";
+
+/// Identifies one attachment: network, container, interface.
+#[derive(Debug, Clone, Copy)]
+pub struct Attachment<'a> {
+    /// Network name.
+    pub network: &'a str,
+    /// Container ID.
+    pub container_id: &'a str,
+    /// Container interface name.
+    pub ifname: &'a str,
+}
+
+impl Attachment<'_> {
+    fn key(&self) -> String {
+        cni_fw::hash::attachment_key(self.network, self.ifname, self.container_id)
+    }
+
+    /// The record comment: the key, then who it is in readable form (cut to
+    /// iptables' 255 characters; only the key is ever parsed back).
+    fn record_comment(&self) -> String {
+        let readable = |s: &str| -> String {
+            s.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "_.-@".contains(c) {
+                        c
+                    } else {
+                        '?'
+                    }
+                })
+                .collect()
+        };
+        let mut c = format!(
+            "{} name: {} id: {} if: {}",
+            self.key(),
+            readable(self.network),
+            readable(self.container_id),
+            readable(self.ifname)
+        );
+        c.truncate(255);
+        c
+    }
+}
+
+fn host_len(ip: IpAddr) -> u8 {
+    if ip.is_ipv4() { 32 } else { 128 }
+}
+
+fn forward_jump() -> String {
+    format!(
+        "-m comment --comment {} -j {FORWARD_CHAIN}",
+        quote("CNI firewall plugin rules")
+    )
+}
+
+fn admin_jump(admin: &str) -> String {
+    format!(
+        "-m comment --comment {} -j {admin}",
+        quote("CNI firewall plugin admin overrides")
+    )
+}
+
+/// The two rules that let `ip`'s traffic out and its replies back in.
+fn address_rules(ip: IpAddr) -> [String; 2] {
+    let len = host_len(ip);
+    [
+        format!("-d {ip}/{len} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"),
+        format!("-s {ip}/{len} -j ACCEPT"),
+    ]
+}
+
+fn record_rule(ip: IpAddr, att: &Attachment<'_>) -> String {
+    format!(
+        "-s {ip}/{} -m comment --comment {}",
+        host_len(ip),
+        quote(&att.record_comment())
+    )
+}
+
+/// One record read back: its whole rule text, address and attachment key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record<'t> {
+    rule: &'t str,
+    ip: IpAddr,
+    key: &'t str,
+}
+
+/// The key is 33 characters: `<16 hex>-<16 hex>`.
+const KEY_LEN: usize = 33;
+
+fn records(table: &Table) -> Vec<Record<'_>> {
+    table
+        .rules(RECORDS_CHAIN)
+        .filter_map(|rule| {
+            let addr = rule.strip_prefix("-s ")?.split(' ').next()?;
+            let ip: IpAddr = addr.split('/').next()?.parse().ok()?;
+            let start = rule.find("--comment \"")? + "--comment \"".len();
+            let key = rule.get(start..start + KEY_LEN)?;
+            Some(Record { rule, ip, key })
+        })
+        .collect()
+}
+
+/// Message text for a missing rule, as the reference prints its rule
+/// arguments (`[-s 10.1.0.2/32 -j ACCEPT]`).
+fn shown(rule: &str) -> String {
+    format!("[{}]", rule.replace('"', ""))
+}
+
+fn ipt_err(e: cni_fw::exec::ToolError) -> CniError {
+    e.into_cni("iptables")
+}
+
+fn family_name(f: Family) -> &'static str {
+    match f {
+        Family::V4 => "IPv4",
+        Family::V6 => "IPv6",
+    }
+}
+
+/// The families of `ips`, IPv4 first.
+pub fn families(ips: &[IpAddr]) -> Vec<Family> {
+    [Family::V4, Family::V6]
+        .into_iter()
+        .filter(|f| ips.iter().any(|ip| Family::of(*ip) == *f))
+        .collect()
+}
+
+/// Fails when the tools of a family that has addresses are missing (only
+/// those: a node without ip6tables can still serve IPv4 containers).
+pub fn require_tools(ips: &[IpAddr]) -> Result<(), CniError> {
+    for f in families(ips) {
+        if !iptables::usable(f) {
+            return Err(CniError::internal(format!(
+                "could not initialize iptables protocol {}: {}-save/-restore not found",
+                family_name(f),
+                if f == Family::V4 {
+                    "iptables"
+                } else {
+                    "ip6tables"
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The isolation rules of `ingressPolicy` for `bridge`, as v1.9.1 writes
+/// them (C = the shared comment, P = the policy's):
+///
+/// ```text
+/// FORWARD (first):        -m comment --comment C -j CNI-ISOLATION-STAGE-1
+/// STAGE-1 (first):        -i BR ! -o BR -m comment --comment P -j CNI-ISOLATION-STAGE-2
+///   isolated (first):     -i BR -o BR -m comment --comment P -j DROP
+/// STAGE-1 (last):         -m comment --comment C -j RETURN
+/// STAGE-2 (first):        -o BR -m comment --comment C -j DROP
+/// STAGE-2 (last):         -m comment --comment C -j RETURN
+/// ```
+///
+/// v1.1.1 wrote C as `… (ingressPolicy: same-bridge)`: those rules are
+/// replaced by v1.9.1's (for every bridge found), so that an upgraded node
+/// does not keep both sets.
+pub fn isolate(edit: &mut Edit<'_>, bridge: &str, policy: IngressPolicy) {
+    let shared = quote("CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)");
+    let own = quote(&format!(
+        "CNI firewall plugin rules (ingressPolicy: {})",
+        policy.name()
+    ));
+    let old = quote("CNI firewall plugin rules (ingressPolicy: same-bridge)");
+    edit.ensure_chain(STAGE1_CHAIN);
+    edit.ensure_chain(STAGE2_CHAIN);
+
+    // v1.1.1's variants of the shared rules.
+    edit.delete_all(
+        "FORWARD",
+        &format!("-m comment --comment {old} -j {STAGE1_CHAIN}"),
+    );
+    for chain in [STAGE1_CHAIN, STAGE2_CHAIN] {
+        edit.delete_all(chain, &format!("-m comment --comment {old} -j RETURN"));
+    }
+    let old_drop_suffix = format!(" -m comment --comment {old} -j DROP");
+    let old_drops: Vec<String> = edit
+        .table()
+        .rules(STAGE2_CHAIN)
+        .filter_map(|r| {
+            let br = r
+                .strip_prefix("-o ")?
+                .strip_suffix(old_drop_suffix.as_str())?;
+            (!br.contains(' ')).then(|| br.to_string())
+        })
+        .collect();
+    for br in &old_drops {
+        edit.delete_all(
+            STAGE2_CHAIN,
+            &format!("-o {br} -m comment --comment {old} -j DROP"),
+        );
+        edit.insert_unique(
+            STAGE2_CHAIN,
+            &format!("-o {br} -m comment --comment {shared} -j DROP"),
+        );
+    }
+
+    edit.insert_unique(
+        "FORWARD",
+        &format!("-m comment --comment {shared} -j {STAGE1_CHAIN}"),
+    );
+    edit.insert_unique(
+        STAGE1_CHAIN,
+        &format!("-i {bridge} ! -o {bridge} -m comment --comment {own} -j {STAGE2_CHAIN}"),
+    );
+    if policy == IngressPolicy::Isolated {
+        edit.insert_unique(
+            STAGE1_CHAIN,
+            &format!("-i {bridge} -o {bridge} -m comment --comment {own} -j DROP"),
+        );
+    }
+    edit.append_unique(
+        STAGE1_CHAIN,
+        &format!("-m comment --comment {shared} -j RETURN"),
+    );
+    edit.insert_unique(
+        STAGE2_CHAIN,
+        &format!("-o {bridge} -m comment --comment {shared} -j DROP"),
+    );
+    edit.append_unique(
+        STAGE2_CHAIN,
+        &format!("-m comment --comment {shared} -j RETURN"),
+    );
+}
+
+/// The isolation rules CHECK expects for `bridge`, each with its v1.1.1
+/// spelling as an equally good alternative (the rules match the same
+/// packets; a node whose rules Go v1.1.1 wrote passes).
+fn isolation_rules(bridge: &str, policy: IngressPolicy) -> Vec<(&'static str, [String; 2])> {
+    let shared = quote("CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)");
+    let old = quote("CNI firewall plugin rules (ingressPolicy: same-bridge)");
+    let own = quote(&format!(
+        "CNI firewall plugin rules (ingressPolicy: {})",
+        policy.name()
+    ));
+    let both = |f: &dyn Fn(&str) -> String| [f(&shared), f(&old)];
+    let mut out = vec![
+        (
+            "FORWARD",
+            both(&|c| format!("-m comment --comment {c} -j {STAGE1_CHAIN}")),
+        ),
+        (
+            STAGE1_CHAIN,
+            both(&|_| {
+                format!("-i {bridge} ! -o {bridge} -m comment --comment {own} -j {STAGE2_CHAIN}")
+            }),
+        ),
+        (
+            STAGE2_CHAIN,
+            both(&|c| format!("-o {bridge} -m comment --comment {c} -j DROP")),
+        ),
+    ];
+    if policy == IngressPolicy::Isolated {
+        out.push((
+            STAGE1_CHAIN,
+            both(&|_| format!("-i {bridge} -o {bridge} -m comment --comment {own} -j DROP")),
+        ));
+    }
+    out
+}
+
+/// The chains whose absence means the table holds nothing of ours.
+fn our_chains(conf: &Conf) -> [&str; 5] {
+    [
+        FORWARD_CHAIN,
+        RECORDS_CHAIN,
+        STAGE1_CHAIN,
+        STAGE2_CHAIN,
+        conf.admin_chain.as_str(),
+    ]
+}
+
+/// What ADD writes into one family's table: the chains and jumps, the
+/// address rules and records of `ips` (all of this family), and the
+/// isolation rules when `bridge` is given.
+pub fn add_lines(
+    table: &Table,
+    conf: &Conf,
+    att: &Attachment<'_>,
+    ips: &[IpAddr],
+    isolation: Option<(&str, IngressPolicy)>,
+) -> Vec<String> {
+    let mut edit = Edit::new(table);
+    edit.ensure_chain(FORWARD_CHAIN);
+    edit.ensure_chain(&conf.admin_chain);
+    edit.ensure_chain(RECORDS_CHAIN);
+    edit.insert_unique("FORWARD", &forward_jump());
+    edit.insert_unique(FORWARD_CHAIN, &admin_jump(&conf.admin_chain));
+    for ip in ips {
+        for rule in address_rules(*ip) {
+            edit.append_unique(FORWARD_CHAIN, &rule);
+        }
+        edit.append_unique(RECORDS_CHAIN, &record_rule(*ip, att));
+    }
+    if let Some((bridge, policy)) = isolation {
+        isolate(&mut edit, bridge, policy);
+    }
+    edit.lines().to_vec()
+}
+
+/// ADD: one transaction per family.
+pub fn add(
+    conf: &Conf,
+    att: &Attachment<'_>,
+    ips: &[IpAddr],
+    isolation: Option<(&str, IngressPolicy)>,
+) -> Result<(), CniError> {
+    for family in families(ips) {
+        let mine: Vec<IpAddr> = ips
+            .iter()
+            .copied()
+            .filter(|ip| Family::of(*ip) == family)
+            .collect();
+        let table =
+            iptables::save_unless_absent(family, TABLE, &our_chains(conf)).map_err(ipt_err)?;
+        let lines = add_lines(&table, conf, att, &mine, isolation);
+        iptables::restore(family, TABLE, &lines).map_err(ipt_err)?;
+    }
+    Ok(())
+}
+
+/// Lines removing the address rules and records of attachments: `doomed`
+/// says which records go; the address rules of their addresses go too,
+/// unless a record that stays claims the same address (two networks with
+/// overlapping subnets), plus the rules of `extra_ips` under the same
+/// condition (the addresses a `prevResult` names, recorded or not).
+fn removal_lines(
+    table: &Table,
+    doomed: impl Fn(&str) -> bool,
+    extra_ips: &[IpAddr],
+) -> Vec<String> {
+    let recs = records(table);
+    let kept: Vec<IpAddr> = recs
+        .iter()
+        .filter(|r| !doomed(r.key))
+        .map(|r| r.ip)
+        .collect();
+    let mut ips: Vec<IpAddr> = extra_ips.to_vec();
+    let mut edit = Edit::new(table);
+    for r in recs.iter().filter(|r| doomed(r.key)) {
+        edit.delete_all(RECORDS_CHAIN, r.rule);
+        if !ips.contains(&r.ip) {
+            ips.push(r.ip);
+        }
+    }
+    for ip in ips.iter().filter(|ip| !kept.contains(ip)) {
+        for rule in address_rules(*ip) {
+            edit.delete_all(FORWARD_CHAIN, &rule);
+        }
+    }
+    edit.lines().to_vec()
+}
+
+/// DEL: the rules of the addresses in `prev_ips` (from `prevResult`, if
+/// any) and of the addresses recorded for this attachment, in every family
+/// where there can be any. Rules already gone are not an error.
+pub fn del(att: &Attachment<'_>, prev_ips: &[IpAddr]) -> Result<(), CniError> {
+    let key = att.key();
+    for family in [Family::V4, Family::V6] {
+        let mine: Vec<IpAddr> = prev_ips
+            .iter()
+            .copied()
+            .filter(|ip| Family::of(*ip) == family)
+            .collect();
+        if !iptables::usable(family) {
+            continue;
+        }
+        let table = iptables::save_unless_absent(family, TABLE, &[FORWARD_CHAIN, RECORDS_CHAIN])
+            .map_err(ipt_err)?;
+        let lines = removal_lines(&table, |k| k == key, &mine);
+        iptables::restore(family, TABLE, &lines).map_err(ipt_err)?;
+    }
+    Ok(())
+}
+
+/// GC: removes the records of `network`'s attachments that are not in
+/// `valid` (container ID, ifname), with their address rules.
+pub fn gc(network: &str, valid: &[(String, String)]) -> Result<(), CniError> {
+    let prefix = cni_fw::hash::network_key_prefix(network);
+    let keep: Vec<String> = valid
+        .iter()
+        .map(|(cid, ifname)| cni_fw::hash::attachment_key(network, ifname, cid))
+        .collect();
+    for family in [Family::V4, Family::V6] {
+        if !iptables::usable(family) {
+            continue;
+        }
+        let table =
+            iptables::save_unless_absent(family, TABLE, &[RECORDS_CHAIN]).map_err(ipt_err)?;
+        let lines = removal_lines(
+            &table,
+            |k| k.starts_with(&prefix) && !keep.iter().any(|v| v == k),
+            &[],
+        );
+        iptables::restore(family, TABLE, &lines).map_err(ipt_err)?;
+    }
+    Ok(())
+}
+
+/// CHECK: every rule ADD writes for `ips` (and the isolation rules) is there.
+pub fn check(
+    conf: &Conf,
+    ips: &[IpAddr],
+    isolation: Option<(&str, IngressPolicy)>,
+) -> Result<(), CniError> {
+    for family in families(ips) {
+        let table = iptables::save(family, TABLE).map_err(ipt_err)?;
+        check_table(&table, conf, family, ips, isolation)?;
+    }
+    Ok(())
+}
+
+/// CHECK against one family's saved table.
+pub fn check_table(
+    table: &Table,
+    conf: &Conf,
+    family: Family,
+    ips: &[IpAddr],
+    isolation: Option<(&str, IngressPolicy)>,
+) -> Result<(), CniError> {
+    let has = |chain: &str, rule: &str| table.rules(chain).any(|r| r == rule);
+    let missing = |chain: &str, rule: &str| {
+        CniError::internal(format!("expected {chain} rule {} not found", shown(rule)))
+    };
+    let fwd = forward_jump();
+    if !has("FORWARD", &fwd) {
+        return Err(missing("FORWARD", &fwd));
+    }
+    let admin = admin_jump(&conf.admin_chain);
+    if !has(FORWARD_CHAIN, &admin) {
+        return Err(missing(FORWARD_CHAIN, &admin));
+    }
+    for ip in ips.iter().filter(|ip| Family::of(**ip) == family) {
+        for rule in address_rules(*ip) {
+            if !has(FORWARD_CHAIN, &rule) {
+                return Err(CniError::internal(format!(
+                    "expected rule {} not found",
+                    shown(&rule)
+                )));
+            }
+        }
+    }
+    if let Some((bridge, policy)) = isolation {
+        for (chain, [rule, old]) in isolation_rules(bridge, policy) {
+            if !has(chain, &rule) && !has(chain, &old) {
+                return Err(missing(chain, &rule));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// True when iptables can be used for `family` (for STATUS: the tool runs).
+pub fn works(family: Family) -> bool {
+    iptables::usable(family) && iptables::save(family, TABLE).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf() -> Conf {
+        crate::config::parse(br#"{"cniVersion":"1.0.0","name":"net1","type":"firewall"}"#).unwrap()
+    }
+
+    const ATT: Attachment<'static> = Attachment {
+        network: "net1",
+        container_id: "c1",
+        ifname: "eth0",
+    };
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn first_add_on_an_empty_table() {
+        let lines = add_lines(&Table::default(), &conf(), &ATT, &[ip("10.1.0.2")], None);
+        let rec = format!(
+            "-A CNI-FW-ATTACHMENTS -s 10.1.0.2/32 -m comment --comment \"{} name: net1 id: c1 if: eth0\"",
+            ATT.key()
+        );
+        assert_eq!(
+            lines,
+            [
+                ":CNI-FORWARD - [0:0]",
+                ":CNI-ADMIN - [0:0]",
+                ":CNI-FW-ATTACHMENTS - [0:0]",
+                "-I FORWARD 1 -m comment --comment \"CNI firewall plugin rules\" -j CNI-FORWARD",
+                "-I CNI-FORWARD 1 -m comment --comment \"CNI firewall plugin admin overrides\" -j CNI-ADMIN",
+                "-A CNI-FORWARD -d 10.1.0.2/32 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+                "-A CNI-FORWARD -s 10.1.0.2/32 -j ACCEPT",
+                rec.as_str(),
+            ]
+        );
+    }
+
+    /// What Go v1.1.1 leaves after an ADD with same-bridge (verified).
+    const GO_111: &str = r#":FORWARD ACCEPT [0:0]
+:CNI-ADMIN - [0:0]
+:CNI-FORWARD - [0:0]
+:CNI-ISOLATION-STAGE-1 - [0:0]
+:CNI-ISOLATION-STAGE-2 - [0:0]
+-A FORWARD -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j CNI-ISOLATION-STAGE-1
+-A FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD
+-A CNI-FORWARD -m comment --comment "CNI firewall plugin admin overrides" -j CNI-ADMIN
+-A CNI-FORWARD -d 10.1.0.9/32 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A CNI-FORWARD -s 10.1.0.9/32 -j ACCEPT
+-A CNI-ISOLATION-STAGE-1 -i br9 ! -o br9 -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j CNI-ISOLATION-STAGE-2
+-A CNI-ISOLATION-STAGE-1 -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j RETURN
+-A CNI-ISOLATION-STAGE-2 -o br9 -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j DROP
+-A CNI-ISOLATION-STAGE-2 -m comment --comment "CNI firewall plugin rules (ingressPolicy: same-bridge)" -j RETURN
+"#;
+
+    #[test]
+    fn upgrade_from_111_replaces_its_isolation_comments() {
+        let t = Table::from_text(GO_111);
+        let lines = add_lines(
+            &t,
+            &conf(),
+            &ATT,
+            &[ip("10.1.0.2")],
+            Some(("br1", IngressPolicy::SameBridge)),
+        );
+        let c = "\"CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)\"";
+        let old = "\"CNI firewall plugin rules (ingressPolicy: same-bridge)\"";
+        let want_tail = [
+            format!("-D FORWARD -m comment --comment {old} -j CNI-ISOLATION-STAGE-1"),
+            format!("-D CNI-ISOLATION-STAGE-1 -m comment --comment {old} -j RETURN"),
+            format!("-D CNI-ISOLATION-STAGE-2 -m comment --comment {old} -j RETURN"),
+            format!("-D CNI-ISOLATION-STAGE-2 -o br9 -m comment --comment {old} -j DROP"),
+            format!("-I CNI-ISOLATION-STAGE-2 1 -o br9 -m comment --comment {c} -j DROP"),
+            format!("-I FORWARD 1 -m comment --comment {c} -j CNI-ISOLATION-STAGE-1"),
+            format!(
+                "-I CNI-ISOLATION-STAGE-1 1 -i br1 ! -o br1 -m comment --comment {old} -j CNI-ISOLATION-STAGE-2"
+            ),
+            format!("-A CNI-ISOLATION-STAGE-1 -m comment --comment {c} -j RETURN"),
+            format!("-I CNI-ISOLATION-STAGE-2 1 -o br1 -m comment --comment {c} -j DROP"),
+            format!("-A CNI-ISOLATION-STAGE-2 -m comment --comment {c} -j RETURN"),
+        ];
+        assert_eq!(lines[lines.len() - want_tail.len()..], want_tail);
+        // The chains and jumps existed: only the record chain is new.
+        assert_eq!(lines[0], ":CNI-FW-ATTACHMENTS - [0:0]");
+    }
+
+    #[test]
+    fn del_and_gc_follow_the_records() {
+        let other = Attachment {
+            network: "net2",
+            container_id: "c2",
+            ifname: "eth0",
+        };
+        let stale = Attachment {
+            network: "net1",
+            container_id: "gone",
+            ifname: "eth0",
+        };
+        let mut text = String::from(":CNI-FORWARD - [0:0]\n:CNI-FW-ATTACHMENTS - [0:0]\n");
+        for (addr, att) in [("10.1.0.2", ATT), ("10.1.0.3", stale), ("10.1.0.2", other)] {
+            for r in address_rules(ip(addr)) {
+                text.push_str(&format!("-A CNI-FORWARD {r}\n"));
+            }
+            text.push_str(&format!(
+                "-A CNI-FW-ATTACHMENTS {}\n",
+                record_rule(ip(addr), &att)
+            ));
+        }
+        let t = Table::from_text(text);
+        assert_eq!(records(&t).len(), 3);
+        // DEL of ATT without prevResult: its record goes, but 10.1.0.2's
+        // rules stay for net2's container (two copies exist; both stay).
+        let key = ATT.key();
+        let lines = removal_lines(&t, |k| k == key, &[]);
+        assert_eq!(
+            lines,
+            [format!(
+                "-D CNI-FW-ATTACHMENTS {}",
+                record_rule(ip("10.1.0.2"), &ATT)
+            )]
+        );
+        // GC of net1 keeping only c1: the stale attachment's record and rules.
+        let prefix = cni_fw::hash::network_key_prefix("net1");
+        let lines = removal_lines(&t, |k| k.starts_with(&prefix) && k != key, &[]);
+        assert_eq!(
+            lines,
+            [
+                format!("-D CNI-FW-ATTACHMENTS {}", record_rule(ip("10.1.0.3"), &stale)),
+                "-D CNI-FORWARD -d 10.1.0.3/32 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT".to_string(),
+                "-D CNI-FORWARD -s 10.1.0.3/32 -j ACCEPT".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn check_messages_read_like_the_reference() {
+        let t = Table::from_text(":FORWARD ACCEPT [0:0]\n");
+        let e = check_table(&t, &conf(), Family::V4, &[ip("10.1.0.2")], None).unwrap_err();
+        assert_eq!(
+            e.msg,
+            "expected FORWARD rule [-m comment --comment CNI firewall plugin rules -j CNI-FORWARD] not found"
+        );
+        let lines = add_lines(&Table::default(), &conf(), &ATT, &[ip("fd00::2")], None);
+        let text: String = lines
+            .iter()
+            .map(|l| {
+                l.replacen("-I FORWARD 1", "-A FORWARD", 1).replacen(
+                    "-I CNI-FORWARD 1",
+                    "-A CNI-FORWARD",
+                    1,
+                ) + "\n"
+            })
+            .collect();
+        let t = Table::from_text(text);
+        check_table(&t, &conf(), Family::V6, &[ip("fd00::2")], None).unwrap();
+        let e = check_table(&t, &conf(), Family::V6, &[ip("fd00::3")], None).unwrap_err();
+        assert_eq!(
+            e.msg,
+            "expected rule [-d fd00::3/128 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT] not found"
+        );
+    }
+}
