@@ -6,6 +6,7 @@
 //! Every change is one transaction per backend and family: one
 //! `iptables-restore --noflush` or one `nft -f -`, never a process per rule.
 
+pub mod dbus;
 pub mod exec;
 pub mod hash;
 pub mod iptables;

@@ -959,3 +959,334 @@ fn status_needs_a_backend() {
     let e: Value = serde_json::from_slice(&out.stdout).expect("error JSON");
     assert_eq!(e["code"], 50, "{e}");
 }
+
+// ---- firewalld ----
+
+/// A real firewalld, started inside `host` (so its nftables rules are that
+/// namespace's) on a private D-Bus daemon of its own (bus socket and config
+/// in a temp dir), never the machine's bus or firewalld. Both are killed,
+/// and the directory removed, on drop.
+struct Firewalld {
+    dir: rcni_tests::tempdir::TempDir,
+    bus: String,
+    daemons: Vec<Child>,
+}
+
+fn firewalld_missing() -> Option<&'static str> {
+    let found = |p: &str| {
+        ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+            .iter()
+            .any(|d| std::path::Path::new(d).join(p).exists())
+    };
+    if !found("firewalld") || !found("firewall-cmd") {
+        Some("needs firewalld (apt package firewalld)")
+    } else if !found("dbus-daemon") {
+        Some("needs dbus-daemon (apt package dbus-daemon)")
+    } else {
+        None
+    }
+}
+
+fn skip_firewalld(test: &str) -> bool {
+    use std::io::Write;
+    if skip(test, false) {
+        return true;
+    }
+    match firewalld_missing() {
+        Some(why) => {
+            let _ = writeln!(std::io::stderr().lock(), "SKIP {test}: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
+impl Firewalld {
+    fn start(host: &Netns) -> Firewalld {
+        let dir = rcni_tests::tempdir::TempDir::new("fwd");
+        let socket = dir.join("bus");
+        let bus = format!("unix:path={}", socket.display());
+        let conf = format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>{bus}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+"#
+        );
+        std::fs::write(dir.join("bus.conf"), conf).unwrap();
+        // firewalld's configuration: a copy of the package's, so that
+        // nothing under /etc changes.
+        let etc = dir.join("etc");
+        std::fs::create_dir(&etc).unwrap();
+        let cp = Command::new("cp")
+            .args(["-r", "/etc/firewalld/.", &etc.display().to_string()])
+            .status()
+            .unwrap();
+        assert!(cp.success(), "copy /etc/firewalld");
+        let mut fw = Firewalld {
+            dir,
+            bus,
+            daemons: Vec::new(),
+        };
+        let log = std::fs::File::create(fw.dir.join("dbus.log")).unwrap();
+        fw.daemons.push(
+            Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    host.name(),
+                    "dbus-daemon",
+                    "--nofork",
+                    "--nopidfile",
+                ])
+                .arg(format!(
+                    "--config-file={}",
+                    fw.dir.join("bus.conf").display()
+                ))
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("dbus-daemon"),
+        );
+        let log = std::fs::File::create(fw.dir.join("firewalld.log")).unwrap();
+        fw.daemons.push(
+            Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    host.name(),
+                    "firewalld",
+                    "--nofork",
+                    "--nopid",
+                ])
+                .arg("--system-config")
+                .arg(&etc)
+                .args(["--log-target", "console"])
+                .env("DBUS_SYSTEM_BUS_ADDRESS", &fw.bus)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("firewalld"),
+        );
+        // Up when firewall-cmd says so (firewalld is Python: seconds).
+        for _ in 0..120 {
+            let out = fw.cmd(host, &["--state"]);
+            if out.trim() == "running" {
+                return fw;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        let log = std::fs::read_to_string(fw.dir.join("firewalld.log")).unwrap_or_default();
+        panic!("firewalld did not start: {log}");
+    }
+
+    /// `firewall-cmd <args>` in `ns` on this bus; its stdout.
+    fn cmd(&self, ns: &Netns, args: &[&str]) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns.name(), "firewall-cmd"])
+            .args(args)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", &self.bus)
+            .output()
+            .expect("firewall-cmd");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The sources of `zone`, sorted.
+    fn sources(&self, ns: &Netns, zone: &str) -> Vec<String> {
+        let mut s: Vec<String> = self
+            .cmd(ns, &[&format!("--zone={zone}"), "--list-sources"])
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        s.sort();
+        s
+    }
+}
+
+impl Drop for Firewalld {
+    fn drop(&mut self) {
+        // firewalld first, while its bus is still there.
+        for d in self.daemons.iter_mut().rev() {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+    }
+}
+
+/// `plugin` in `host` with the private bus as the system bus.
+fn run_bus(
+    plugin: &std::path::Path,
+    cmd: &str,
+    host: &Netns,
+    container: &Netns,
+    cid: &str,
+    conf: &Value,
+    bus: &str,
+) -> PluginOutput {
+    Invocation::new(plugin, cmd)
+        .attach(cid, container, "eth0")
+        .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
+        .in_host(host)
+        .config(conf)
+        .run()
+}
+
+fn sources_of(prev: &Value) -> Vec<String> {
+    let mut s = vec![
+        format!("{}/32", v4_addr(prev)),
+        format!("{}/128", v6_addr(prev)),
+    ];
+    s.sort();
+    s
+}
+
+/// Without a `backend` key, a firewalld running in the plugin's namespace
+/// is used: the addresses become sources of the zone, CHECK asks
+/// firewalld (and fails when a source is gone, unlike the reference), DEL
+/// takes them out; no iptables rule is written. The Go plugin and ours
+/// take over from each other.
+#[test]
+fn firewalld_backend_on_a_real_firewalld() {
+    if skip_firewalld("firewalld_backend_on_a_real_firewalld") {
+        return;
+    }
+    let mut lab = Lab::new(8);
+    lab.bridge(0);
+    let (i, prev) = lab.container(0, 2);
+    let fw = Firewalld::start(&lab.host);
+    let bus = fw.bus.clone();
+    let c = conf("fwfd", &json!({}), Some(&prev));
+    let want = sources_of(&prev);
+
+    let out = run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
+    assert_eq!(out["ips"], prev["ips"]);
+    assert_eq!(fw.sources(&lab.host, "trusted"), want);
+    assert!(
+        !save(&lab.host, false).iter().any(|l| l.contains("CNI-")),
+        "iptables rules written with firewalld"
+    );
+    // Again: ZONE_ALREADY_SET is not an error.
+    run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
+    run_bus(&ours(), "CHECK", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
+    // A source removed behind our back: our CHECK fails, Go's does not.
+    fw.cmd(
+        &lab.host,
+        &["--zone=trusted", &format!("--remove-source={}", want[0])],
+    );
+    let e = run_bus(&ours(), "CHECK", &lab.host, lab.ns(i), "fwd1", &c, &bus).err();
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("failed to find the address"),
+        "{e}"
+    );
+    if go_bin("firewall").is_some() {
+        run_bus(&go(), "CHECK", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
+    }
+    run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
+    run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
+    assert!(fw.sources(&lab.host, "trusted").is_empty());
+    run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
+
+    // Another zone, and the isolation rules (iptables whatever the backend).
+    let z = conf(
+        "fwfd",
+        &json!({"firewalldZone": "internal", "ingressPolicy": "same-bridge", "backend": "firewalld"}),
+        Some(&prev),
+    );
+    run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwd2", &z, &bus).ok();
+    assert_eq!(fw.sources(&lab.host, "internal"), want);
+    assert!(fw.sources(&lab.host, "trusted").is_empty());
+    assert!(
+        save(&lab.host, false)
+            .contains(&"-A CNI-ISOLATION-STAGE-2 -o fwbr0 -m comment --comment \"CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)\" -j DROP".to_string())
+    );
+    run_bus(&ours(), "CHECK", &lab.host, lab.ns(i), "fwd2", &z, &bus).ok();
+    run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwd2", &z, &bus).ok();
+    assert!(fw.sources(&lab.host, "internal").is_empty());
+
+    // The Go plugin and ours, both ways.
+    if go_bin("firewall").is_some() {
+        run_bus(&go(), "ADD", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
+        assert_eq!(fw.sources(&lab.host, "trusted"), want);
+        run_bus(&ours(), "CHECK", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
+        run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
+        assert!(fw.sources(&lab.host, "trusted").is_empty());
+        run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
+        run_bus(&go(), "CHECK", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
+        run_bus(&go(), "DEL", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
+        assert!(fw.sources(&lab.host, "trusted").is_empty());
+    }
+}
+
+/// A plugin running in another network namespace than firewalld's reaches
+/// the same bus, but firewalld does not filter its namespace: without a
+/// `backend` key it uses iptables there (the reference hands the addresses
+/// to that firewalld); with `backend: firewalld` it refuses.
+#[test]
+fn firewalld_of_another_namespace_is_not_used() {
+    if skip_firewalld("firewalld_of_another_namespace_is_not_used") {
+        return;
+    }
+    let mut lab = Lab::new(9);
+    lab.bridge(0);
+    let (i, prev) = lab.container(0, 2);
+    let elsewhere = Lab::bare();
+    let fw = Firewalld::start(&elsewhere);
+    let bus = fw.bus.clone();
+    let c = conf("fwfe", &json!({}), Some(&prev));
+    run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwe1", &c, &bus).ok();
+    assert!(fw.sources(&elsewhere, "trusted").is_empty());
+    assert!(has_address_rules(&lab.host, &v4_addr(&prev)));
+    assert!(has_address_rules(&lab.host, &v6_addr(&prev)));
+    run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwe1", &c, &bus).ok();
+    assert!(no_address_rules(&lab.host, &v4_addr(&prev)));
+
+    let explicit = conf("fwfe", &json!({"backend": "firewalld"}), Some(&prev));
+    let e = run_bus(
+        &ours(),
+        "ADD",
+        &lab.host,
+        lab.ns(i),
+        "fwe2",
+        &explicit,
+        &bus,
+    )
+    .err();
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .contains("another network namespace"),
+        "{e}"
+    );
+    assert!(fw.sources(&elsewhere, "trusted").is_empty());
+    // STATUS of the explicit backend: not available here.
+    let mut s = explicit.clone();
+    s["cniVersion"] = json!("1.1.0");
+    s.as_object_mut().unwrap().remove("prevResult");
+    let e = Invocation::new(ours(), "STATUS")
+        .env("DBUS_SYSTEM_BUS_ADDRESS", &bus)
+        .in_host(&lab.host)
+        .config(&s)
+        .run()
+        .err();
+    assert_eq!(e["code"], 50);
+    // In firewalld's own namespace it is.
+    Invocation::new(ours(), "STATUS")
+        .env("DBUS_SYSTEM_BUS_ADDRESS", &bus)
+        .in_host(&elsewhere)
+        .config(&s)
+        .run()
+        .ok();
+}

@@ -7,6 +7,7 @@
 //! implementations can take over from each other on one node.
 
 mod config;
+mod firewalld;
 mod ipt;
 
 use cni_skel::error::code;
@@ -28,18 +29,34 @@ fn lock() -> Option<std::fs::File> {
 }
 
 /// The backend that serves this invocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {
     Iptables,
+    Firewalld(firewalld::Firewalld),
 }
 
+/// The configured backend, or the reference's choice: firewalld when it is
+/// running, else iptables, with one difference: firewalld is chosen only
+/// when it runs in the plugin's own network namespace. The system bus can
+/// be reached from any namespace, but firewalld filters only its own, so a
+/// plugin run in another one (rootless Podman's, a nested host) programs
+/// iptables there instead of giving the host's firewalld the container's
+/// addresses. `backend: firewalld` with a firewalld elsewhere is an error.
 fn resolve(conf: &Conf) -> Result<Backend, CniError> {
     match conf.backend {
-        BackendChoice::Iptables | BackendChoice::Auto => Ok(Backend::Iptables),
-        BackendChoice::Firewalld => Err(CniError::internal(format!(
-            "the firewalld backend (zone {:?}) is not available in this build",
-            conf.zone
-        ))),
+        BackendChoice::Iptables => Ok(Backend::Iptables),
+        BackendChoice::Auto => match firewalld::find() {
+            firewalld::Found::Here(f) => Ok(Backend::Firewalld(f)),
+            firewalld::Found::Elsewhere(why) | firewalld::Found::Absent(why) => {
+                log::debug!("firewalld not used: {why}");
+                Ok(Backend::Iptables)
+            }
+        },
+        BackendChoice::Firewalld => match firewalld::find() {
+            firewalld::Found::Here(f) => Ok(Backend::Firewalld(f)),
+            firewalld::Found::Elsewhere(why) | firewalld::Found::Absent(why) => Err(
+                CniError::internal(format!("firewalld backend unavailable: {why}")),
+            ),
+        },
     }
 }
 
@@ -89,10 +106,26 @@ impl Plugin for Firewall {
         let iso = isolation(&prev, policy)?;
         let iso = iso.as_ref().map(|(b, p)| (b.as_str(), *p));
         let backend = resolve(&conf)?;
-        ipt::require_tools(&ips)?;
         let _lock = lock();
         match backend {
-            Backend::Iptables => ipt::add(&conf, &attachment(args), &ips, iso)?,
+            Backend::Iptables => {
+                ipt::require_tools(&ips)?;
+                ipt::add(&conf, &attachment(args), &ips, iso)?;
+            }
+            Backend::Firewalld(mut fw) => {
+                // The isolation rules are iptables rules whatever the
+                // backend, as in the reference.
+                if iso.is_some() {
+                    ipt::require_tools(&ips)?;
+                }
+                fw.add(&conf.zone, &ips)?;
+                if let Some((bridge, policy)) = iso
+                    && let Err(e) = ipt::isolate_only(&ips, bridge, policy)
+                {
+                    fw.del(&conf.zone, &ips);
+                    return Err(e);
+                }
+            }
         }
         Ok(Output::Result(prev))
     }
@@ -106,9 +139,12 @@ impl Plugin for Firewall {
             .unwrap_or_default();
         let backend = resolve(&conf)?;
         let _lock = lock();
-        match backend {
-            Backend::Iptables => ipt::del(&attachment(args), &ips)?,
+        if let Backend::Firewalld(mut fw) = backend {
+            fw.del(&conf.zone, &ips);
         }
+        // Whatever the backend: iptables rules of this attachment may exist
+        // (added before firewalld was started, or by the iptables backend).
+        ipt::del(&attachment(args), &ips)?;
         Ok(Output::Nothing)
     }
 
@@ -123,6 +159,13 @@ impl Plugin for Firewall {
             Backend::Iptables => {
                 ipt::require_tools(&ips)?;
                 ipt::check(&conf, &ips, iso)?;
+            }
+            Backend::Firewalld(mut fw) => {
+                fw.check(&conf.zone, &ips)?;
+                if let Some((bridge, policy)) = iso {
+                    ipt::require_tools(&ips)?;
+                    ipt::check_isolation(&ips, bridge, policy)?;
+                }
             }
         }
         Ok(Output::Nothing)
@@ -139,10 +182,11 @@ impl Plugin for Firewall {
 
     fn status(&self, args: &CmdArgs) -> CmdResult {
         let conf = parse(args)?;
+        let iptables_works =
+            || ipt::works(cni_fw::iptables::Family::V4) || ipt::works(cni_fw::iptables::Family::V6);
         let usable = match resolve(&conf) {
-            Ok(Backend::Iptables) => {
-                ipt::works(cni_fw::iptables::Family::V4) || ipt::works(cni_fw::iptables::Family::V6)
-            }
+            Ok(Backend::Iptables) => iptables_works(),
+            Ok(Backend::Firewalld(_)) => true,
             Err(_) => false,
         };
         if usable {
