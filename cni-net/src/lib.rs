@@ -29,7 +29,6 @@ pub mod link_plugin;
 pub mod netns;
 pub mod nf_tables;
 pub(crate) mod nl;
-mod nlmsg;
 pub mod process;
 pub mod rollback;
 pub mod route_get;

@@ -53,4 +53,4 @@ pub(crate) use socket::Socket;
 pub(crate) type RouteSocket = Socket<netlink_packet_route::RouteNetlinkMessage>;
 
 /// The `netlink-sys` protocol numbers used here.
-pub(crate) use netlink_sys::protocols::NETLINK_ROUTE;
+pub(crate) use netlink_sys::protocols::{NETLINK_NETFILTER, NETLINK_ROUTE};
