@@ -12,13 +12,15 @@
 //!   ([`bridge_port_flag`]). The typed `InfoBridgePort` exists only inside
 //!   `IFLA_LINKINFO`, which the kernel applies on RTM_NEWLINK, not on the
 //!   RTM_SETLINK that iproute2 and Go's netlink send.
-
 //! - A parsed `DefaultNla` has no getter for its payload (netlink-packet-core
 //!   0.9): [`nla_value`] emits it into a buffer. Used for what the
 //!   netfilter crate leaves untyped: the x_tables match/target name and
 //!   info of an nf_tables rule (`NFTA_MATCH_*`/`NFTA_TARGET_*` inside
 //!   `Expressions::Other`), and conntrack's `CTA_ID`/`CTA_ZONE`, which
 //!   pass through `ConntrackAttribute::Other` unchanged.
+//! - tbf: netlink-packet-route 0.34 has no `TcQdiscTbf` (no
+//!   `TcOption::Tbf`): [`TbfQopt`] is `struct tc_tbf_qopt`, sent and read
+//!   through `TcOption::Other`.
 
 use netlink_packet_core::{
     DefaultNla, NLA_TYPE_MASK, NLM_F_ACK_TLVS, NLM_F_CAPPED, Nla, NlaBuffer, NlasIterator,
@@ -126,4 +128,64 @@ pub(crate) fn nla_text(nla: &DefaultNla) -> String {
     let v = nla_value(nla);
     let s = v.split(|&b| b == 0).next().unwrap_or_default();
     String::from_utf8_lossy(s).into_owned()
+}
+
+// ---- tbf (the crate has no `TcQdiscTbf` / `TcQdiscTbfOption`) ----
+//
+// Its options travel as `TcOption::Other(DefaultNla)`: TCA_TBF_PARMS with
+// `struct tc_tbf_qopt` below, and TCA_TBF_RATE64 for rates of 2^32
+// bytes/s and more. Dumped back, the crate returns the whole TCA_OPTIONS
+// of an unknown kind as one `TcOption::Other`.
+
+/// `TCA_TBF_PARMS`: `struct tc_tbf_qopt`.
+pub(crate) const TCA_TBF_PARMS: u16 = 1;
+/// `TCA_TBF_RATE64`: the rate in bytes/s when it does not fit 32 bits.
+pub(crate) const TCA_TBF_RATE64: u16 = 4;
+
+/// `struct tc_tbf_qopt` (36 bytes, native endianness): `rate` and
+/// `peakrate` as `struct tc_ratespec` (cell_log u8, linklayer u8, overhead
+/// u16, cell_align i16, mpu u16, rate u32), then limit, buffer and mtu
+/// (u32). Only the fields the reference sets are kept: the rate's rate,
+/// limit and buffer; the rest is zero as the Go library leaves it
+/// (linklayer unspecified, no peak rate, no rate table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct TbfQopt {
+    /// Bytes per second, saturated to u32 (then TCA_TBF_RATE64 has it).
+    pub(crate) rate: u32,
+    /// Queue limit, bytes.
+    pub(crate) limit: u32,
+    /// Bucket, psched ticks.
+    pub(crate) buffer: u32,
+}
+
+impl TbfQopt {
+    pub(crate) const LEN: usize = 36;
+    const RATE_AT: usize = 8;
+    const LIMIT_AT: usize = 24;
+    const BUFFER_AT: usize = 28;
+
+    pub(crate) fn to_bytes(self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[Self::RATE_AT..Self::RATE_AT + 4].copy_from_slice(&self.rate.to_ne_bytes());
+        b[Self::LIMIT_AT..Self::LIMIT_AT + 4].copy_from_slice(&self.limit.to_ne_bytes());
+        b[Self::BUFFER_AT..Self::BUFFER_AT + 4].copy_from_slice(&self.buffer.to_ne_bytes());
+        b
+    }
+
+    /// Reads the three fields back; `None` if `b` is short.
+    pub(crate) fn parse(b: &[u8]) -> Option<TbfQopt> {
+        let u32_at = |at: usize| -> Option<u32> {
+            b.get(at..at + 4)
+                .and_then(|s| <[u8; 4]>::try_from(s).ok())
+                .map(u32::from_ne_bytes)
+        };
+        if b.len() < Self::LEN {
+            return None;
+        }
+        Some(TbfQopt {
+            rate: u32_at(Self::RATE_AT)?,
+            limit: u32_at(Self::LIMIT_AT)?,
+            buffer: u32_at(Self::BUFFER_AT)?,
+        })
+    }
 }

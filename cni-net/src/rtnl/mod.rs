@@ -29,6 +29,7 @@ pub mod bridge_vlan;
 mod child;
 mod link;
 mod route;
+pub mod tc;
 
 pub use addr::Addr;
 pub use addr_flags::AddrFlags;
