@@ -162,7 +162,10 @@ impl World {
 
 impl Pod {
     fn host_veth(&self) -> String {
-        self.prev["interfaces"][0]["name"].as_str().unwrap().to_string()
+        self.prev["interfaces"][0]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 
     fn ip(&self) -> String {
@@ -263,7 +266,10 @@ fn shapes_as_the_reference_does() {
             assert_eq!(last["name"], json!(ifb), "{result}");
             assert_eq!(last["mac"], w.link(&ifb).unwrap()["address"], "{result}");
             assert!(last.get("sandbox").is_none());
-            assert_eq!(ifaces.len(), pod.prev["interfaces"].as_array().unwrap().len() + 1);
+            assert_eq!(
+                ifaces.len(),
+                pod.prev["interfaces"].as_array().unwrap().len() + 1
+            );
             assert_eq!(seen["redirect"], json!("IFB"), "{seen}");
             assert_eq!(seen["ifb_mtu"], seen["veth_mtu"], "{seen}");
             assert_eq!(seen["ifb_qlen"], json!(0), "{seen}");
@@ -271,7 +277,11 @@ fn shapes_as_the_reference_does() {
             let alias = w.link(&ifb).unwrap()["ifalias"].clone();
             assert_eq!(
                 alias,
-                json!(format!("cni-bandwidth network={} containerID={} ifname=eth0", w.name(), pod.cid))
+                json!(format!(
+                    "cni-bandwidth network={} containerID={} ifname=eth0",
+                    w.name(),
+                    pod.cid
+                ))
             );
         } else {
             assert_eq!(result["interfaces"], pod.prev["interfaces"]);
@@ -288,7 +298,8 @@ fn shapes_as_the_reference_does() {
 
         let Some(go) = go() else { continue };
         let gpod = w.pod();
-        w.run(&go, "ADD", &gpod, &w.conf(&gpod, "1.0.0", limits.clone())).ok();
+        w.run(&go, "ADD", &gpod, &w.conf(&gpod, "1.0.0", limits.clone()))
+            .ok();
         assert_eq!(seen, observed(&w, &gpod), "{limits}");
     }
 }
@@ -338,7 +349,10 @@ fn runtime_config_and_precedence() {
         let mut want = pod.prev.clone();
         let ifb = ifb_name(w.name(), &pod.cid);
         let mac = w.link(&ifb).unwrap()["address"].clone();
-        want["interfaces"].as_array_mut().unwrap().push(json!({"name": ifb, "mac": mac}));
+        want["interfaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": ifb, "mac": mac}));
         assert_eq!(res, want, "{v}");
         let (veth, ifbq) = shaping(&w, &pod);
         assert_eq!(veth[0]["options"]["rate"], json!(250_000));
@@ -363,7 +377,8 @@ fn measured_rate(server_ns: &Netns, client_ns: &Netns, server: &str) -> f64 {
     std::thread::scope(|s| {
         let receiver = s.spawn(move || {
             let (mut conn, _) = listener.accept().unwrap();
-            conn.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+            conn.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
             let mut buf = vec![0u8; 65536];
             let start = Instant::now();
             let (skip, stop) = (Duration::from_secs(1), Duration::from_secs(4));
@@ -387,7 +402,8 @@ fn measured_rate(server_ns: &Netns, client_ns: &Netns, server: &str) -> f64 {
         });
         client_ns.run_in(|| {
             let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-            conn.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+            conn.set_write_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
             let chunk = vec![0x5au8; 16384];
             let end = Instant::now() + Duration::from_millis(4500);
             while Instant::now() < end {
@@ -413,7 +429,8 @@ fn measured_rate_in_both_directions() {
     pod.cont.exec_ok("ip", &["link", "set", "lo", "up"]);
     // 4 Mbit/s into the container, 2 Mbit/s out; buckets of 32 KB.
     let limits = json!({"ingressRate": 4_000_000, "ingressBurst": 256_000, "egressRate": 2_000_000, "egressBurst": 256_000});
-    w.run(&ours(), "ADD", &pod, &w.conf(&pod, "1.0.0", limits)).ok();
+    w.run(&ours(), "ADD", &pod, &w.conf(&pod, "1.0.0", limits))
+        .ok();
     let into = measured_rate(&pod.cont, &w.host, &pod.ip());
     let out_of = measured_rate(&w.host, &pod.cont, &pod.gateway());
     let _ = writeln!(
@@ -422,8 +439,14 @@ fn measured_rate_in_both_directions() {
         into / 1e6,
         out_of / 1e6
     );
-    assert!((3_000_000.0..=5_000_000.0).contains(&into), "ingress {into} bit/s");
-    assert!((1_500_000.0..=2_500_000.0).contains(&out_of), "egress {out_of} bit/s");
+    assert!(
+        (3_000_000.0..=5_000_000.0).contains(&into),
+        "ingress {into} bit/s"
+    );
+    assert!(
+        (1_500_000.0..=2_500_000.0).contains(&out_of),
+        "egress {out_of} bit/s"
+    );
 }
 
 #[test]
@@ -442,22 +465,34 @@ fn check_sees_changes() {
     let mut other = chk.clone();
     other["ingressRate"] = json!(2_000_000);
     let e = w.run(&ours(), "CHECK", &pod, &other).err();
-    assert!(e["msg"].as_str().unwrap().contains("Rate doesn't match"), "{e}");
+    assert!(
+        e["msg"].as_str().unwrap().contains("Rate doesn't match"),
+        "{e}"
+    );
     other = chk.clone();
     other["egressBurst"] = json!(200_000);
     let e = w.run(&ours(), "CHECK", &pod, &other).err();
-    assert!(e["msg"].as_str().unwrap().contains("Limit doesn't match"), "{e}");
+    assert!(
+        e["msg"].as_str().unwrap().contains("Limit doesn't match"),
+        "{e}"
+    );
     // The redirect removed.
     let veth = pod.host_veth();
-    w.host.exec_ok("tc", &["qdisc", "del", "dev", &veth, "ingress"]);
+    w.host
+        .exec_ok("tc", &["qdisc", "del", "dev", &veth, "ingress"]);
     let e = w.run(&ours(), "CHECK", &pod, &chk).err();
-    assert!(e["msg"].as_str().unwrap().contains("no ingress qdisc"), "{e}");
+    assert!(
+        e["msg"].as_str().unwrap().contains("no ingress qdisc"),
+        "{e}"
+    );
     // The ifb removed.
-    w.host.exec_ok("ip", &["link", "del", &ifb_name(w.name(), &pod.cid)]);
+    w.host
+        .exec_ok("ip", &["link", "del", &ifb_name(w.name(), &pod.cid)]);
     let e = w.run(&ours(), "CHECK", &pod, &chk).err();
     assert!(e["msg"].as_str().unwrap().contains("get ifb device"), "{e}");
     // The tbf on the veth removed.
-    w.host.exec_ok("tc", &["qdisc", "del", "dev", &veth, "root"]);
+    w.host
+        .exec_ok("tc", &["qdisc", "del", "dev", &veth, "root"]);
     let e = w.run(&ours(), "CHECK", &pod, &chk).err();
     assert!(e["msg"].as_str().unwrap().contains("qdisc"), "{e}");
 }
@@ -528,7 +563,8 @@ fn gc_removes_ifbs_of_this_network_only() {
     let stale = w.pod();
     let limits = json!({"egressRate": 1_000_000, "egressBurst": 100_000});
     for pod in [&keep, &stale] {
-        w.run(&ours(), "ADD", pod, &w.conf(pod, "1.1.0", limits.clone())).ok();
+        w.run(&ours(), "ADD", pod, &w.conf(pod, "1.1.0", limits.clone()))
+            .ok();
     }
     // Another network's ifb in the same host, made by us and by Go.
     let other = w.pod();
@@ -537,10 +573,17 @@ fn gc_removes_ifbs_of_this_network_only() {
     w.run(&ours(), "ADD", &other, &oc).ok();
     let go_pod = w.pod();
     if let Some(go) = go() {
-        w.run(&go, "ADD", &go_pod, &w.conf(&go_pod, "1.0.0", limits.clone())).ok();
+        w.run(
+            &go,
+            "ADD",
+            &go_pod,
+            &w.conf(&go_pod, "1.0.0", limits.clone()),
+        )
+        .ok();
     }
     // What an ADD killed between creating and labelling its ifb leaves.
-    w.host.exec_ok("ip", &["link", "add", "bwp0123456789ab", "type", "ifb"]);
+    w.host
+        .exec_ok("ip", &["link", "add", "bwp0123456789ab", "type", "ifb"]);
     let before = w.ifbs();
     let gc = json!({
         "cniVersion": "1.1.0", "name": w.name(), "type": "bandwidth",
@@ -553,7 +596,10 @@ fn gc_removes_ifbs_of_this_network_only() {
         .ok();
     let after = w.ifbs();
     let gone: Vec<&String> = before.iter().filter(|i| !after.contains(i)).collect();
-    let mut want = vec![ifb_name(w.name(), &stale.cid), "bwp0123456789ab".to_string()];
+    let mut want = vec![
+        ifb_name(w.name(), &stale.cid),
+        "bwp0123456789ab".to_string(),
+    ];
     want.sort();
     let mut gone: Vec<String> = gone.into_iter().cloned().collect();
     gone.sort();
@@ -562,7 +608,11 @@ fn gc_removes_ifbs_of_this_network_only() {
     assert!(after.contains(&ifb_name("bw-other-net", &other.cid)));
     // GC with nothing valid: everything of this network goes.
     let none = json!({"cniVersion": "1.1.0", "name": w.name(), "type": "bandwidth"});
-    Invocation::new(ours(), "GC").in_host(&w.host).config(&none).run().ok();
+    Invocation::new(ours(), "GC")
+        .in_host(&w.host)
+        .config(&none)
+        .run()
+        .ok();
     assert!(!w.ifbs().contains(&ifb_name(w.name(), &keep.cid)));
     assert!(w.ifbs().contains(&ifb_name("bw-other-net", &other.cid)));
 }
@@ -574,7 +624,11 @@ fn status_and_version() {
     }
     let w = World::new(9);
     let conf = json!({"cniVersion": "1.1.0", "name": w.name(), "type": "bandwidth"});
-    Invocation::new(ours(), "STATUS").in_host(&w.host).config(&conf).run().ok();
+    Invocation::new(ours(), "STATUS")
+        .in_host(&w.host)
+        .config(&conf)
+        .run()
+        .ok();
     let v = Invocation::new(ours(), "VERSION").run().ok();
     assert_eq!(
         v["supportedVersions"],
@@ -590,13 +644,30 @@ fn bad_input_leaves_nothing() {
     let w = World::new(10);
     let pod = w.pod();
     for (limits, want) in [
-        (json!({"ingressRate": 1000}), "ingressRate is 1000 but ingressBurst is not set"),
-        (json!({"egressBurst": 1000}), "egressBurst is 1000 but egressRate is not set"),
-        (json!({"egressRate": 8000, "egressBurst": 34_359_738_360u64}), "burst cannot be more than 4GB"),
-        (json!({"ingressRate": -1, "ingressBurst": 8}), "ingressRate must be a whole number"),
-        (json!({"ingressRate": 8000, "ingressBurst": 800, "egressRate": 4, "egressBurst": 800}), "egressRate is 4"),
+        (
+            json!({"ingressRate": 1000}),
+            "ingressRate is 1000 but ingressBurst is not set",
+        ),
+        (
+            json!({"egressBurst": 1000}),
+            "egressBurst is 1000 but egressRate is not set",
+        ),
+        (
+            json!({"egressRate": 8000, "egressBurst": 34_359_738_360u64}),
+            "burst cannot be more than 4GB",
+        ),
+        (
+            json!({"ingressRate": -1, "ingressBurst": 8}),
+            "ingressRate must be a whole number",
+        ),
+        (
+            json!({"ingressRate": 8000, "ingressBurst": 800, "egressRate": 4, "egressBurst": 800}),
+            "egressRate is 4",
+        ),
     ] {
-        let e = w.run(&ours(), "ADD", &pod, &w.conf(&pod, "1.0.0", limits.clone())).err();
+        let e = w
+            .run(&ours(), "ADD", &pod, &w.conf(&pod, "1.0.0", limits.clone()))
+            .err();
         assert_eq!(e["code"], json!(7), "{e}");
         assert!(e["msg"].as_str().unwrap().contains(want), "{limits}: {e}");
         assert!(w.ifbs().is_empty());
@@ -604,8 +675,20 @@ fn bad_input_leaves_nothing() {
     }
     // A failure midway (the ifb's name is taken) undoes the ingress tbf.
     let ifb = ifb_name(w.name(), &pod.cid);
-    w.host.exec_ok("ip", &["link", "add", &ifb, "type", "veth", "peer", "name", "bwtaken"]);
-    let e = w.run(&ours(), "ADD", &pod, &w.conf(&pod, "1.0.0", both(1_000_000, 100_000))).err();
+    w.host.exec_ok(
+        "ip",
+        &[
+            "link", "add", &ifb, "type", "veth", "peer", "name", "bwtaken",
+        ],
+    );
+    let e = w
+        .run(
+            &ours(),
+            "ADD",
+            &pod,
+            &w.conf(&pod, "1.0.0", both(1_000_000, 100_000)),
+        )
+        .err();
     assert!(e["msg"].as_str().unwrap().starts_with("adding link"), "{e}");
     assert!(shaping(&w, &pod).0.is_empty(), "{:?}", shaping(&w, &pod).0);
     w.host.exec_ok("ip", &["link", "del", &ifb]);
@@ -618,16 +701,34 @@ fn bad_input_leaves_nothing() {
         .config(&c)
         .run()
         .err();
-    assert!(e["msg"].as_str().unwrap().contains("was not a veth interface"), "{e}");
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .contains("was not a veth interface"),
+        "{e}"
+    );
     // The veth is not among prevResult's host interfaces.
     c["prevResult"]["interfaces"] = json!([{"name": "elsewhere"}]);
     let e = w.run(&ours(), "ADD", &pod, &c).err();
-    assert!(e["msg"].as_str().unwrap().contains("no veth peer of container interface found"), "{e}");
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .contains("no veth peer of container interface found"),
+        "{e}"
+    );
     // No prevResult, with limits.
     let mut c = w.conf(&pod, "1.0.0", both(1_000_000, 100_000));
     c.as_object_mut().unwrap().remove("prevResult");
     let e = w.run(&ours(), "ADD", &pod, &c).err();
-    assert!(e["msg"].as_str().unwrap().contains("must be called as chained plugin"), "{e}");
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .contains("must be called as chained plugin"),
+        "{e}"
+    );
     assert!(w.ifbs().is_empty());
     assert!(shaping(&w, &pod).0.is_empty());
     // No prevResult and no limits: an empty result (the reference panics).
@@ -678,7 +779,11 @@ fn kill9_during_add_then_del_or_gc() {
             w.run(&ours(), "DEL", &pod, &conf).ok();
             assert!(shaping(&w, &pod).0.is_empty(), "run {run}");
         } else {
-            Invocation::new(ours(), "GC").in_host(&w.host).config(&gc).run().ok();
+            Invocation::new(ours(), "GC")
+                .in_host(&w.host)
+                .config(&gc)
+                .run()
+                .ok();
             assert!(w.ifbs().is_empty(), "run {run} after GC: {:?}", w.ifbs());
             // GC does not touch the host veth (it goes with its container);
             // this one lives on, so DEL clears its qdiscs for the next ADD.
@@ -686,6 +791,9 @@ fn kill9_during_add_then_del_or_gc() {
         }
         assert!(w.ifbs().is_empty(), "run {run}: {:?}", w.ifbs());
     }
-    let _ = writeln!(std::io::stderr().lock(), "bandwidth kill9: {killed}/20 killed mid-ADD");
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "bandwidth kill9: {killed}/20 killed mid-ADD"
+    );
     w.run(&ours(), "ADD", &pod, &conf).ok();
 }

@@ -45,9 +45,12 @@ pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
     parse(&top, args.conf.name())
 }
 
-/// Where the limits come from, with the prefix their keys are named by in
-/// errors.
-fn source<'a>(top: &'a Map<String, Value>) -> Result<Option<(&'a Map<String, Value>, &'static str)>, CniError> {
+/// The object the four limits are read from, and the prefix that names
+/// its keys in errors.
+type Source<'a> = (&'a Map<String, Value>, &'static str);
+
+/// Where the limits come from.
+fn source(top: &Map<String, Value>) -> Result<Option<Source<'_>>, CniError> {
     // The reference embeds the four fields in its config struct through a
     // pointer: any of them at the top level, even null or 0, allocates it,
     // and then runtimeConfig is not looked at.
@@ -170,24 +173,29 @@ mod tests {
 
     #[test]
     fn top_level_and_runtime_config() {
-        let c = p(r#"{"ingressRate":8000,"ingressBurst":800,"egressRate":16000,"egressBurst":1600}"#)
-            .unwrap();
+        let c =
+            p(r#"{"ingressRate":8000,"ingressBurst":800,"egressRate":16000,"egressBurst":1600}"#)
+                .unwrap();
         assert_eq!(rates(&c), (Some(1000), Some(2000)));
         // Keys match ignoring case, as Go's decoder does.
         let c = p(r#"{"IngressRate":8000,"INGRESSBURST":800}"#).unwrap();
         assert_eq!(rates(&c), (Some(1000), None));
-        let c = p(r#"{"runtimeConfig":{"bandwidth":{"egressRate":8000,"egressBurst":80}}}"#)
-            .unwrap();
+        let c =
+            p(r#"{"runtimeConfig":{"bandwidth":{"egressRate":8000,"egressBurst":80}}}"#).unwrap();
         assert_eq!(rates(&c), (None, Some(1000)));
-        let c = p(r#"{"RuntimeConfig":{"Bandwidth":{"EgressRate":8000,"egressburst":80}}}"#)
-            .unwrap();
+        let c =
+            p(r#"{"RuntimeConfig":{"Bandwidth":{"EgressRate":8000,"egressburst":80}}}"#).unwrap();
         assert_eq!(rates(&c), (None, Some(1000)));
     }
 
     #[test]
     fn top_level_wins_even_when_zero_or_null() {
         let rc = r#""runtimeConfig":{"bandwidth":{"ingressRate":8000,"ingressBurst":800}}"#;
-        for top in [r#""egressRate":0"#, r#""ingressRate":null"#, r#""egressburst":0"#] {
+        for top in [
+            r#""egressRate":0"#,
+            r#""ingressRate":null"#,
+            r#""egressburst":0"#,
+        ] {
             let c = p(&format!("{{{top},{rc}}}")).unwrap();
             assert!(c.is_unlimited(), "{top}");
         }
@@ -221,23 +229,68 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         for (s, want) in [
-            (r#"{"ingressRate":8000}"#, "ingressRate is 8000 but ingressBurst is not set: if rate is set, burst must also be set"),
-            (r#"{"egressBurst":8000}"#, "egressBurst is 8000 but egressRate is not set: if burst is set, rate must also be set"),
-            (r#"{"runtimeConfig":{"bandwidth":{"egressRate":1}}}"#, "runtimeConfig.bandwidth.egressRate is 1 but runtimeConfig.bandwidth.egressBurst"),
-            (r#"{"ingressRate":8000,"ingressBurst":34359738360}"#, "ingressBurst is 34359738360: burst cannot be more than 4GB"),
-            (r#"{"egressRate":7,"egressBurst":8}"#, "egressRate is 7: the smallest rate"),
-            (r#"{"egressRate":8,"egressBurst":7}"#, "egressBurst is 7: the smallest burst"),
-            (r#"{"ingressRate":-1,"ingressBurst":8}"#, "ingressRate must be a whole number from 0 to 18446744073709551615, got -1"),
-            (r#"{"ingressRate":1.5,"ingressBurst":8}"#, "ingressRate must be a whole number"),
-            (r#"{"ingressRate":"8000","ingressBurst":8}"#, "ingressRate must be a whole number"),
-            (r#"{"ingressRate":18446744073709551616,"ingressBurst":8}"#, "ingressRate must be a whole number"),
-            (r#"{"runtimeConfig":{"bandwidth":{"egressBurst":[]}}}"#, "runtimeConfig.bandwidth.egressBurst must be a whole number"),
-            (r#"{"runtimeConfig":{"bandwidth":7}}"#, "runtimeConfig.bandwidth must be an object"),
+            (
+                r#"{"ingressRate":8000}"#,
+                "ingressRate is 8000 but ingressBurst is not set: if rate is set, burst must also be set",
+            ),
+            (
+                r#"{"egressBurst":8000}"#,
+                "egressBurst is 8000 but egressRate is not set: if burst is set, rate must also be set",
+            ),
+            (
+                r#"{"runtimeConfig":{"bandwidth":{"egressRate":1}}}"#,
+                "runtimeConfig.bandwidth.egressRate is 1 but runtimeConfig.bandwidth.egressBurst",
+            ),
+            (
+                r#"{"ingressRate":8000,"ingressBurst":34359738360}"#,
+                "ingressBurst is 34359738360: burst cannot be more than 4GB",
+            ),
+            (
+                r#"{"egressRate":7,"egressBurst":8}"#,
+                "egressRate is 7: the smallest rate",
+            ),
+            (
+                r#"{"egressRate":8,"egressBurst":7}"#,
+                "egressBurst is 7: the smallest burst",
+            ),
+            (
+                r#"{"ingressRate":-1,"ingressBurst":8}"#,
+                "ingressRate must be a whole number from 0 to 18446744073709551615, got -1",
+            ),
+            (
+                r#"{"ingressRate":1.5,"ingressBurst":8}"#,
+                "ingressRate must be a whole number",
+            ),
+            (
+                r#"{"ingressRate":"8000","ingressBurst":8}"#,
+                "ingressRate must be a whole number",
+            ),
+            (
+                r#"{"ingressRate":18446744073709551616,"ingressBurst":8}"#,
+                "ingressRate must be a whole number",
+            ),
+            (
+                r#"{"runtimeConfig":{"bandwidth":{"egressBurst":[]}}}"#,
+                "runtimeConfig.bandwidth.egressBurst must be a whole number",
+            ),
+            (
+                r#"{"runtimeConfig":{"bandwidth":7}}"#,
+                "runtimeConfig.bandwidth must be an object",
+            ),
             // 25 ms above ~1.37 Tbit/s overflow the 32-bit limit.
-            (r#"{"ingressRate":18446744073709551615,"ingressBurst":800}"#, "ingressRate 18446744073709551615: 25 ms at this rate"),
-            (r#"{"egressRate":1400000000000,"egressBurst":8}"#, "egressRate 1400000000000: 25 ms at this rate"),
+            (
+                r#"{"ingressRate":18446744073709551615,"ingressBurst":800}"#,
+                "ingressRate 18446744073709551615: 25 ms at this rate",
+            ),
+            (
+                r#"{"egressRate":1400000000000,"egressBurst":8}"#,
+                "egressRate 1400000000000: 25 ms at this rate",
+            ),
             // 1 byte at 3 bytes/s: the kernel's bucket rounds down to 0 bytes.
-            (r#"{"egressRate":24,"egressBurst":8}"#, "egressBurst 8 is too small for egressRate 24"),
+            (
+                r#"{"egressRate":24,"egressBurst":8}"#,
+                "egressBurst 8 is too small for egressRate 24",
+            ),
         ] {
             let e = p(s).unwrap_err();
             assert_eq!(e.code, 7, "{s}");

@@ -35,7 +35,11 @@ fn del_our_tbf(nl: &Netlink, veth: &cni_net::Link) -> Result<(), cni_net::NetErr
         .qdiscs(veth)?
         .iter()
         .any(|q| q.kind == "tbf" && q.parent == tc::HANDLE_ROOT && q.handle == tc::HANDLE_TBF);
-    if ours { nl.del_root_qdisc(veth) } else { Ok(()) }
+    if ours {
+        nl.del_root_qdisc(veth)
+    } else {
+        Ok(())
+    }
 }
 
 /// GC: deletes the ifbs this plugin made for this network (their alias
@@ -76,7 +80,9 @@ pub fn gc(args: &CmdArgs) -> CmdResult {
 /// `bwp` and 12 lower-case hex digits.
 fn is_ifb_name(name: &str) -> bool {
     name.strip_prefix(ifb::PREFIX).is_some_and(|h| {
-        h.len() == 12 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        h.len() == 12
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 

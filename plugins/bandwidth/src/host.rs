@@ -8,7 +8,8 @@ use std::path::Path;
 
 /// Opens the container's namespace; the error names the path.
 pub fn open_netns(path: Option<&Path>) -> Result<NetNs, CniError> {
-    let path = path.ok_or_else(|| CniError::internal("failed to open netns: CNI_NETNS is empty"))?;
+    let path =
+        path.ok_or_else(|| CniError::internal("failed to open netns: CNI_NETNS is empty"))?;
     NetNs::open(path)
         .map_err(|e| CniError::internal(format!("failed to open netns {:?}: {e}", path.display())))
 }
@@ -39,7 +40,9 @@ fn veth_peer(ns: &NetNs, host: &Netlink, ifname: &str) -> Result<Result<Link, St
     // veth whose own peer is the container interface.
     match host.link_by_index(peer)? {
         Some(l) if l.kind == "veth" && l.peer_index == Some(container.index) => Ok(Ok(l)),
-        _ => Ok(Err(format!("veth peer with index {peer} is not in host ns"))),
+        _ => Ok(Err(format!(
+            "veth peer with index {peer} is not in host ns"
+        ))),
     }
 }
 
@@ -65,7 +68,11 @@ pub fn find(prev: &CniResult, ifname: &str, ns: &NetNs, host: &Netlink) -> Resul
 
 /// DEL: the host veth if the container and its interface still exist
 /// (then the qdiscs there are ours to remove); `None` otherwise.
-pub fn surviving(ns_path: Option<&Path>, ifname: &str, host: &Netlink) -> Result<Option<Link>, CniError> {
+pub fn surviving(
+    ns_path: Option<&Path>,
+    ifname: &str,
+    host: &Netlink,
+) -> Result<Option<Link>, CniError> {
     let Some(path) = ns_path else {
         return Ok(None);
     };

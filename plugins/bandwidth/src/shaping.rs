@@ -73,8 +73,7 @@ pub fn tbf(rate_bits: u64, burst_bits: u64) -> Result<Tbf, TooBig> {
     // saturates where Go's u32 addition wraps (CRI-O's default burst,
     // 2^32 - 2 bytes, wraps to a few KB of queue there).
     let latency_bytes = (rate as f64 * LATENCY_USEC / 1e6) as u64;
-    let latency_bytes =
-        u32::try_from(latency_bytes).map_err(|_| TooBig::Limit(latency_bytes))?;
+    let latency_bytes = u32::try_from(latency_bytes).map_err(|_| TooBig::Limit(latency_bytes))?;
     let limit = latency_bytes.saturating_add(burst);
     let t = Tbf {
         rate,
@@ -146,8 +145,27 @@ mod tests {
 
     #[test]
     fn equals_go_wherever_go_does_not_overflow() {
-        let rates = [8, 9, 800, 1_000_000, 10_000_000, 123_456_789, 1_000_000_000, 40_000_000_000, 80_000_000_000];
-        let bursts = [8, 15, 1000, 12_000, 100_000, 1_000_000, 4_294_967_295, MAX_BURST_BITS];
+        let rates = [
+            8,
+            9,
+            800,
+            1_000_000,
+            10_000_000,
+            123_456_789,
+            1_000_000_000,
+            40_000_000_000,
+            80_000_000_000,
+        ];
+        let bursts = [
+            8,
+            15,
+            1000,
+            12_000,
+            100_000,
+            1_000_000,
+            4_294_967_295,
+            MAX_BURST_BITS,
+        ];
         for &r in &rates {
             for &b in &bursts {
                 let go = go_amd64(r, b);
@@ -165,7 +183,11 @@ mod tests {
                     }
                     Err(TooBig::BurstBelowOneByte) => {
                         let (rate, buffer, limit) = go;
-                        let kernel = Tbf { rate, buffer, limit };
+                        let kernel = Tbf {
+                            rate,
+                            buffer,
+                            limit,
+                        };
                         assert_eq!(kernel.kernel_max_size(), 0, "{r}/{b}");
                     }
                     Err(e) => panic!("{r}/{b}: {e:?}"),

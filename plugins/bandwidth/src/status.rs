@@ -9,8 +9,13 @@ use cni_skel::error::code;
 use cni_skel::{CmdResult, CniError, Output};
 
 pub fn status() -> CmdResult {
-    let unavailable =
-        |what: &str, e: &dyn std::fmt::Display| CniError::new(code::PLUGIN_NOT_AVAILABLE, format!("bandwidth: {what}: {e}"), "");
+    let unavailable = |what: &str, e: &dyn std::fmt::Display| {
+        CniError::new(
+            code::PLUGIN_NOT_AVAILABLE,
+            format!("bandwidth: {what}: {e}"),
+            "",
+        )
+    };
     let ns = NetNs::new_anonymous()
         .map_err(|e| unavailable("cannot create a network namespace to probe the kernel", &e))?;
     let nl = Netlink::for_ns(&ns).map_err(|e| unavailable("netlink", &e))?;
