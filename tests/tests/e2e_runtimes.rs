@@ -1,7 +1,7 @@
 //! End to end with real runtimes: containerd (`ctr run --cni`, and its CRI
 //! service driven over gRPC as a kubelet drives it) and Podman
 //! (`--network-backend cni`) run a locally built busybox image on a
-//! bridge + host-local + portmap network of our plugins; the host fetches a
+//! bridge + host-local + portmap + bandwidth network of our plugins; the host fetches a
 //! page from busybox httpd in the container (through a host port for CRI
 //! and Podman), and after the container goes, the veth, the address
 //! reservation and the port rules are gone.
@@ -178,7 +178,7 @@ fn build_image(dir: &Path) -> PathBuf {
 fn plugin_dir(dir: &Path) -> PathBuf {
     let b = dir.join("bin");
     std::fs::create_dir_all(&b).unwrap();
-    for p in ["bridge", "host-local", "portmap", "loopback"] {
+    for p in ["bridge", "host-local", "portmap", "loopback", "bandwidth"] {
         std::fs::copy(bin(p), b.join(p)).unwrap();
     }
     b
@@ -203,6 +203,7 @@ fn conflist(name: &str, bridge: &str, subnet: &str, data_dir: &Path) -> Value {
                 },
             },
             {"type": "portmap", "capabilities": {"portMappings": true}},
+            {"type": "bandwidth", "capabilities": {"bandwidth": true}},
         ],
     })
 }
@@ -814,6 +815,73 @@ fn containerd_cri_pod_with_host_port() {
     cri_ok(sock, "StopPodSandbox", by_id.clone());
     cri_ok(sock, "RemovePodSandbox", by_id);
     drop(pod);
+
+    // A pod with bandwidth annotations: containerd turns them into
+    // runtimeConfig.bandwidth (burst: 2^32 - 1 bits), our bandwidth plugin
+    // puts a tbf on the host veth and one on an ifb; stopping the pod
+    // removes the ifb.
+    let run = cri_ok(
+        sock,
+        "RunPodSandbox",
+        json!({"config": {
+            "metadata": {"name": "shaped", "uid": "rcni-e2e-uid-bw", "namespace": "rcni"},
+            "hostname": "shaped",
+            "annotations": {
+                "kubernetes.io/ingress-bandwidth": "1M",
+                "kubernetes.io/egress-bandwidth": "2M",
+            },
+            "linux": {},
+        }}),
+    );
+    let id = run["podSandboxId"]
+        .as_str()
+        .expect("sandbox id")
+        .to_string();
+    let shaped = PodSandbox {
+        sock,
+        id: id.clone(),
+    };
+    let by_id = json!({"podSandboxId": id});
+    let veths = host.veths();
+    assert_eq!(veths.len(), 1, "{:?}", host.link_names());
+    let tbf = |dev: &str| -> Value {
+        let q: Value =
+            serde_json::from_str(&host.exec_ok("tc", &["-j", "qdisc", "show", "dev", dev]))
+                .unwrap();
+        q.as_array()
+            .and_then(|a| a.iter().find(|q| q["kind"] == "tbf"))
+            .map(|q| q["options"].clone())
+            .unwrap_or_else(|| panic!("no tbf on {dev}: {q}"))
+    };
+    // 1 Mbit/s: 125000 bytes/s; the bucket saturated (see the plugin's README).
+    let ingress = tbf(&veths[0]);
+    assert_eq!(
+        (&ingress["rate"], &ingress["burst"]),
+        (&json!(125_000), &json!(34_359_738))
+    );
+    let ifbs = |host: &Netns| -> Vec<String> {
+        host.ip_json(&["link", "show", "type", "ifb"])
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|l| l["ifname"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let ifb = ifbs(host);
+    assert_eq!(ifb.len(), 1, "{:?}", host.link_names());
+    assert!(ifb[0].starts_with("bwp"), "{ifb:?}");
+    assert_eq!(tbf(&ifb[0])["rate"], json!(250_000));
+    cri_ok(sock, "StopPodSandbox", by_id.clone());
+    assert!(ifbs(host).is_empty(), "ifb left: {:?}", host.link_names());
+    assert!(
+        host.veths().is_empty(),
+        "veth left: {:?}",
+        host.link_names()
+    );
+    cri_ok(sock, "RemovePodSandbox", by_id);
+    drop(shaped);
     let list = cri_ok(sock, "ListPodSandbox", json!({}));
     assert_eq!(list["items"], json!([]), "{list}");
 }
