@@ -1046,6 +1046,96 @@ fn hostile_macvlan() {
     hostile(&w, base, keys, t, &[]);
 }
 
+/// bandwidth's keys, at the top level and in `runtimeConfig.bandwidth`:
+/// rates from 8 bit/s, bursts from 8 to 2^35 - 9 bits; without its
+/// partner a rate or burst is refused.
+fn bandwidth_keys() -> Vec<Key> {
+    let mut keys = Vec::new();
+    for prefix in ["", "runtimeConfig.bandwidth."] {
+        for (k, hi) in [
+            ("ingressRate", 1_000_000_000_000),
+            ("egressRate", 1_000_000_000_000),
+            ("ingressBurst", 34_359_738_359),
+            ("egressBurst", 34_359_738_359),
+        ] {
+            let mut key = key(
+                &format!("{prefix}{k}"),
+                Kind::Int(8, hi),
+                vec![json!(hi + 1), json!(0.0)],
+            );
+            if !prefix.is_empty() {
+                // The other key of the pair stays: this one alone is refused.
+                key.null = Expect::Fail;
+            }
+            keys.push(key);
+        }
+    }
+    keys.push(key("runtimeConfig.bandwidth", Kind::Obj, vec![]));
+    keys
+}
+
+#[test]
+fn hostile_bandwidth() {
+    if skip_unless_root("hostile_bandwidth") {
+        return;
+    }
+    let w = World::new("bandwidth", 123);
+    // The container's veth pair, as ptp or bridge would leave it.
+    w.host.exec_ok(
+        "ip",
+        &[
+            "link",
+            "add",
+            "hxb0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            w.container.name(),
+        ],
+    );
+    w.host.exec_ok("ip", &["link", "set", "hxb0", "up"]);
+    w.container.exec_ok("ip", &["link", "set", "eth0", "up"]);
+    let prev = json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{"name": "hxb0"}, {"name": "eth0", "sandbox": w.netns()}],
+        "ips": [{"interface": 1, "address": "10.80.123.2/24"}],
+    });
+    let limits = json!({"ingressRate": 1_000_000, "ingressBurst": 100_000,
+                        "egressRate": 1_000_000, "egressBurst": 100_000});
+    let base = json!({
+        "cniVersion": "1.1.0", "name": w.name, "type": "bandwidth",
+        "runtimeConfig": {"bandwidth": limits},
+        "prevResult": prev,
+    });
+    warm_up(&w, &base);
+    let mut keys = common_keys();
+    // With limits set, ADD needs the chain's result.
+    keys.iter_mut()
+        .filter(|k| k.path == ["prevResult"])
+        .for_each(|k| k.null = Expect::Fail);
+    keys.extend(bandwidth_keys());
+    keys.extend([key(
+        "prevResult.interfaces",
+        Kind::Arr,
+        vec![
+            json!([]),
+            json!([{"name": "lo"}]),
+            json!([{"name": "eth0", "sandbox": "/run/netns/MARK"}]),
+            json!([{"name": "MARK"}]),
+        ],
+    )]);
+    let t = Traits {
+        uses_netns: true,
+        strict_args: false,
+        delegates: false,
+        prev_cmd: Some("ADD"),
+    };
+    hostile(&w, base, keys, t, &[]);
+}
+
 #[test]
 fn hostile_host_device() {
     if skip_unless_root("hostile_host_device") {

@@ -119,7 +119,7 @@ pub fn unset_env(env: &mut Vec<(OsString, OsString)>, key: &str) {
 pub fn snapshot(ns: &Netns) -> Vec<String> {
     let script = "ip -j addr show; echo '@@ipt'; iptables-save 2>/dev/null; \
                   echo '@@ip6t'; ip6tables-save 2>/dev/null; echo '@@nft'; \
-                  nft list ruleset 2>/dev/null";
+                  nft list ruleset 2>/dev/null; echo '@@tc'; tc qdisc show 2>/dev/null";
     let out = Command::new("ip")
         .args(["netns", "exec", ns.name(), "sh", "-c", script])
         .output()
