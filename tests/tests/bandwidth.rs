@@ -797,3 +797,35 @@ fn kill9_during_add_then_del_or_gc() {
     );
     w.run(&ours(), "ADD", &pod, &conf).ok();
 }
+
+/// A node moving between the implementations: each one's DEL removes what
+/// the other's ADD made (same ifb name), and CHECK accepts it.
+#[test]
+fn ours_and_go_undo_each_other() {
+    if skip_unless_root("ours_and_go_undo_each_other") {
+        return;
+    }
+    let Some(go) = go() else { return };
+    let w = World::new(12);
+    let limits = both(2_000_000, 200_000);
+    // Go's ADD, our CHECK and DEL.
+    let pod = w.pod();
+    let conf = w.conf(&pod, "1.0.0", limits.clone());
+    let res = w.run(&go, "ADD", &pod, &conf).ok();
+    let mut chk = conf.clone();
+    chk["prevResult"] = res;
+    w.run(&ours(), "CHECK", &pod, &chk).ok();
+    w.run(&ours(), "DEL", &pod, &conf).ok();
+    assert!(w.ifbs().is_empty());
+    assert!(shaping(&w, &pod).0.is_empty());
+    // Our ADD, Go's CHECK and DEL (which leaves the veth's qdiscs, as it
+    // always does).
+    let pod = w.pod();
+    let conf = w.conf(&pod, "1.0.0", limits);
+    let res = w.run(&ours(), "ADD", &pod, &conf).ok();
+    let mut chk = conf.clone();
+    chk["prevResult"] = res;
+    w.run(&go, "CHECK", &pod, &chk).ok();
+    w.run(&go, "DEL", &pod, &conf).ok();
+    assert!(w.ifbs().is_empty());
+}
