@@ -14,7 +14,7 @@
 
 #![cfg(test)]
 
-use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, is_root};
+use rcni_tests::{FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, go_bin, skip_unless};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -23,9 +23,10 @@ const NO_BUS: &str = "unix:path=/nonexistent/rcni-no-bus";
 
 fn skip(test: &str, go: bool) -> bool {
     use std::io::Write;
-    let why = if !is_root() {
-        "needs root (network namespaces)"
-    } else if go && go_bin("firewall").is_none() {
+    if skip_unless(test, FIREWALL_TOOLS) {
+        return true;
+    }
+    let why = if go && go_bin("firewall").is_none() {
         "needs the Go reference plugins in /usr/lib/cni"
     } else {
         return false;

@@ -4,7 +4,8 @@
 //! `CNI_*` values (non-UTF-8, `/` and `..` in IDs and names, 16+ byte
 //! interface names, a netns that is a regular file, a directory, another
 //! kind of namespace or the plugin's own), `prevResult` of the wrong
-//! version, portmap ports 0 and 70000, host-local subnets with host bits.
+//! version, portmap ports 0 and 70000, host-local subnets with host bits,
+//! firewall chain and bridge names that would inject iptables-restore lines.
 //!
 //! Every input must end in exit status 1 with a CNI error on stdout (inputs
 //! marked "any" may also succeed: then their DEL must undo them), never in
@@ -1289,6 +1290,87 @@ fn hostile_portmap() {
     for k in keys.iter_mut() {
         let p = k.path.join(".");
         if p.ends_with("hostPort") || p.ends_with("containerPort") || p.ends_with("protocol") {
+            k.null = Expect::Fail;
+        }
+    }
+    let t = Traits {
+        uses_netns: false,
+        strict_args: false,
+        delegates: false,
+        prev_cmd: Some("ADD"),
+    };
+    hostile(&w, base, keys, t, &[]);
+}
+
+#[test]
+fn hostile_firewall() {
+    if skip_unless("hostile_firewall", FIREWALL_TOOLS) {
+        return;
+    }
+    let w = World::new("firewall", 31);
+    // The bridge first, as the bridge plugin returns it: isolation rules
+    // name it. They stay after DEL (as in the reference), so the warm-up
+    // puts them into the baseline.
+    let mut prev = w.prev();
+    prev["interfaces"] = json!([{"name": "hxfwbr"}, {"name": "eth0", "sandbox": w.netns()}]);
+    prev["ips"][0]["interface"] = json!(1);
+    let base = json!({
+        "cniVersion": "1.1.0", "name": w.name, "type": "firewall",
+        "backend": "iptables", "ingressPolicy": "same-bridge",
+        "prevResult": prev,
+    });
+    warm_up(&w, &base);
+    let mut keys = common_keys();
+    keys.iter_mut()
+        .filter(|k| k.path == ["prevResult"])
+        .for_each(|k| k.null = Expect::Fail);
+    let chain_names = vec![
+        json!("FORWARD"),
+        json!("CNI-FORWARD"),
+        json!("ACCEPT"),
+        json!("a b"),
+        json!("a\"b"),
+        json!("X".repeat(29)),
+        json!("-j"),
+        json!("MARK\n-A INPUT -j DROP"),
+        json!("A#B"),
+    ];
+    keys.extend([
+        // Any string is a backend choice (unknown = choose, as in Go).
+        key("backend", Kind::Str, vec![]),
+        key("iptablesAdminChainName", Kind::Str, chain_names),
+        key("firewalldZone", Kind::Str, vec![]),
+        key(
+            "ingressPolicy",
+            Kind::Str,
+            vec![
+                json!("closed"),
+                json!("SAME-BRIDGE"),
+                json!("same-bridge\n"),
+            ],
+        ),
+        key(
+            "prevResult.interfaces.0.name",
+            Kind::Str,
+            vec![
+                json!("hx+"),
+                json!("a b"),
+                json!("MARK\n-A INPUT -j DROP"),
+                json!("0123456789abcdef"),
+                json!("x\"y"),
+                json!(""),
+                json!("../MARK"),
+            ],
+        ),
+        key(
+            "prevResult.ips.0.address",
+            Kind::Str,
+            vec![json!("nope"), json!("MARK/24"), json!("10.80.31.2/99")],
+        ),
+    ]);
+    // A policy that isolates needs the bridge's name.
+    for k in keys.iter_mut() {
+        if k.path.join(".") == "prevResult.interfaces.0.name" {
             k.null = Expect::Fail;
         }
     }

@@ -1,5 +1,5 @@
 //! ADD killed with SIGKILL at random moments, for host-local, bridge, ptp,
-//! portmap and tap: afterwards DEL of the attachment must leave no veth, no
+//! portmap, firewall and tap: afterwards DEL of the attachment must leave no veth, no
 //! reservation and no rule (compared with the private host namespace before
 //! the ADD, tags `kx…`, subnets 10.80.1x.0/24), no reservation file may be
 //! empty or torn at any point we look, and the next ADD must work.
@@ -249,6 +249,17 @@ fn lab(plugin: &'static str, n: u8) -> Lab {
                            "ips": [{"interface": 0, "address": format!("10.80.{n}.2/24")}]}})
             })
         }
+        "firewall" => {
+            let sandbox = container.path().display().to_string();
+            Box::new(move |i| {
+                json!({"cniVersion": "1.0.0", "name": name, "type": "firewall", "backend": "iptables",
+                       "ingressPolicy": if i.is_multiple_of(2) { "same-bridge" } else { "open" },
+                       "prevResult": {"cniVersion": "1.0.0",
+                           "interfaces": [{"name": "kxfwbr"}, {"name": "eth0", "sandbox": sandbox}],
+                           "ips": [{"interface": 1, "address": format!("10.80.{n}.2/24")},
+                                   {"interface": 1, "address": format!("fd80:{n}::2/64")}]}})
+            })
+        }
         "tap" => Box::new(move |i| {
             json!({"cniVersion": "1.0.0", "name": name, "type": "tap", "owner": 0, "group": 0,
                    "multiQueue": i.is_multiple_of(2), "mtu": 1400, "ipam": ipam})
@@ -421,6 +432,11 @@ fn kill9_ptp() {
 #[test]
 fn kill9_portmap() {
     kill9("portmap", 14);
+}
+
+#[test]
+fn kill9_firewall() {
+    kill9("firewall", 35);
 }
 
 #[test]

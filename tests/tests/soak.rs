@@ -1,5 +1,5 @@
 //! A bounded run of scripts/soak (50 ADD/DEL cycles of bridge+host-local+
-//! portmap and ptp+host-local in private namespaces `cxsoak*`): nothing may
+//! portmap+firewall and ptp+host-local in private namespaces `cxsoak*`): nothing may
 //! be left. `RCNI_SOAK_CYCLES` changes the count.
 
 #![cfg(test)]
