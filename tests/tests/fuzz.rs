@@ -287,6 +287,39 @@ const NOOP_KEYS: &[&str] = &[
     "prevResult.dns",
 ];
 
+const STATIC_KEYS: &[&str] = &[
+    "cniVersion",
+    "name",
+    "ipam.addresses",
+    "ipam.addresses.0.address",
+    "ipam.addresses.0.gateway",
+    "ipam.addresses.1.address",
+    "ipam.routes",
+    "ipam.routes.0.dst",
+    "ipam.routes.0.gw",
+    "ipam.dns",
+    "runtimeConfig.ips",
+    "args.cni.ips",
+    "prevResult",
+];
+
+const TAP_KEYS: &[&str] = &[
+    "cniVersion",
+    "name",
+    "multiQueue",
+    "mtu",
+    "mac",
+    "owner",
+    "group",
+    "bridge",
+    "selinuxContext",
+    "runtimeConfig.mac",
+    "ipam.type",
+    "ipam.addresses.0.address",
+    "dns",
+    "prevResult",
+];
+
 fn corpus() -> Vec<Vec<u8>> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz-corpus");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -760,5 +793,26 @@ fn noop_config() {
         json!({"cniVersion": "1.1.0", "name": "hxfnoop", "type": "noop",
                "debugFile": "DEBUG", "commandLog": "LOG", "prevResult": prev_v4()}),
         NOOP_KEYS,
+    );
+}
+
+#[test]
+fn static_config() {
+    exec_cases(
+        "static",
+        json!({"cniVersion": "1.1.0", "name": "hxfst", "type": "static",
+               "ipam": {"type": "static", "addresses": [{"address": "10.80.43.5/24", "gateway": "10.80.43.1"}],
+                        "routes": [{"dst": "0.0.0.0/0"}]}}),
+        STATIC_KEYS,
+    );
+}
+
+#[test]
+fn tap_config() {
+    exec_cases(
+        "tap",
+        json!({"cniVersion": "1.1.0", "name": "hxftap", "type": "tap", "owner": 0, "group": 0,
+               "ipam": {"type": "static", "addresses": [{"address": "10.80.44.5/24"}]}}),
+        TAP_KEYS,
     );
 }
