@@ -453,3 +453,56 @@ fn a_bad_address_fails_the_main_plugin_and_leaves_nothing() {
     assert!(host.veths().is_empty());
     assert_eq!(cont.link_names(), ["lo"]);
 }
+
+#[test]
+fn under_macvlan_runtime_ips_land_on_the_child() {
+    if skip_unless_root("static::under_macvlan_runtime_ips_land_on_the_child") {
+        return;
+    }
+    // A Multus-style attachment: macvlan on a parent, static with the
+    // `ips` capability.
+    let (host, cont) = (host_ns(), Netns::new("stc"));
+    host.exec_ok(
+        "ip",
+        &[
+            "link", "add", "stp0", "type", "veth", "peer", "name", "stp1",
+        ],
+    );
+    host.exec_ok("ip", &["link", "set", "stp0", "up"]);
+    let mut conf = chained(
+        "macvlan",
+        json!({"type": "static",
+        "addresses": [{"address": "10.122.8.5/24", "gateway": "10.122.8.1"}],
+        "routes": [{"dst": "10.122.80.0/24"}]}),
+    );
+    conf["master"] = json!("stp0");
+    conf["runtimeConfig"] = json!({"ips": ["10.122.8.7/24", "fd22:122::8:7/64"]});
+    let r = Invocation::new(bin("macvlan"), "ADD")
+        .attach("st-mv", &cont, "net1")
+        .in_host(&host)
+        .config(&conf)
+        .run()
+        .ok();
+    assert_eq!(
+        cont.addrs("net1"),
+        ["10.122.8.7/24", "fd22:122::8:7/64"]
+            .map(String::from)
+            .into()
+    );
+    // No gateway from runtimeConfig: the route goes out of the link.
+    assert!(routes(&cont, "-4").contains(&"10.122.80.0/24 via -".to_string()));
+    assert_eq!(r["ips"][0]["interface"], 0);
+    Invocation::new(bin("macvlan"), "DEL")
+        .attach("st-mv", &cont, "net1")
+        .in_host(&host)
+        .config(&with_prev_result(&conf, &r))
+        .run()
+        .ok();
+    assert_eq!(cont.link_names(), ["lo"]);
+}
+
+fn with_prev_result(conf: &Value, r: &Value) -> Value {
+    let mut c = conf.clone();
+    c["prevResult"] = r.clone();
+    c
+}
