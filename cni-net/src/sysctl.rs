@@ -13,8 +13,8 @@ use crate::error::NetError;
 use nix::errno::Errno;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 /// The file behind a key, refusing anything outside `/proc/sys/net`.
 pub fn path(key: &str) -> Result<PathBuf, NetError> {
@@ -41,8 +41,47 @@ pub fn path(key: &str) -> Result<PathBuf, NetError> {
 /// Reads a sysctl, without the trailing newline.
 pub fn read(key: &str) -> Result<String, NetError> {
     let p = path(key)?;
-    let mut f = File::open(&p).map_err(|e| NetError::io(format!("read {}", p.display()), e))?;
+    let mut f = open(&p, false).map_err(|e| NetError::io(format!("read {}", p.display()), e))?;
     read_value(&mut f).map_err(|e| NetError::io(format!("read {}", p.display()), e))
+}
+
+/// Opens a sysctl file without following any symbolic link on the way
+/// (`openat2` with `RESOLVE_NO_SYMLINKS`; where a seccomp filter hides
+/// `openat2`, `O_NOFOLLOW` on the last component), and only if it is on
+/// procfs: a key can never reach a file outside `/proc/sys/net`, whatever
+/// the mounts or links below `/proc` are.
+fn open(p: &Path, write: bool) -> std::io::Result<File> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    let mode = if write {
+        OFlag::O_RDWR
+    } else {
+        OFlag::O_RDONLY
+    };
+    let how = OpenHow::new()
+        .flags(mode | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let file = match openat2(nix::fcntl::AT_FDCWD, p, how) {
+        Ok(fd) => File::from(fd),
+        Err(Errno::ENOSYS | Errno::EPERM) => OpenOptions::new()
+            .read(true)
+            .write(write)
+            .custom_flags(libc_o_nofollow())
+            .open(p)?,
+        Err(e) => return Err(e.into()),
+    };
+    let fs = nix::sys::statfs::fstatfs(&file)?;
+    if fs.filesystem_type() != nix::sys::statfs::PROC_SUPER_MAGIC {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a sysctl (not on procfs)",
+        ));
+    }
+    Ok(file)
+}
+
+/// `O_NOFOLLOW` as `OpenOptionsExt::custom_flags` takes it.
+fn libc_o_nofollow() -> i32 {
+    nix::fcntl::OFlag::O_NOFOLLOW.bits()
 }
 
 /// The whole value from the start of an open sysctl file. A sysctl read
@@ -70,7 +109,7 @@ fn read_value(f: &mut File) -> std::io::Result<String> {
 pub fn write(key: &str, value: &str) -> Result<bool, NetError> {
     let p = path(key)?;
     let write_err = |e| NetError::io(format!("write {value:?} to {}", p.display()), e);
-    let mut f = match OpenOptions::new().read(true).write(true).open(&p) {
+    let mut f = match open(&p, true) {
         Ok(f) => f,
         Err(e)
             if matches!(
@@ -126,6 +165,25 @@ mod tests {
         ] {
             assert!(path(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn open_refuses_symlinks_and_other_file_systems() {
+        let dir = std::env::temp_dir().join(format!("cni-net-sysctl-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let plain = dir.join("plain");
+        std::fs::write(&plain, "1").unwrap();
+        let e = open(&plain, false).unwrap_err();
+        assert!(e.to_string().contains("not on procfs"), "{e}");
+        let file_link = dir.join("file-link");
+        std::os::unix::fs::symlink("/proc/sys/net/ipv4/ip_forward", &file_link).unwrap();
+        assert!(open(&file_link, false).is_err());
+        let dir_link = dir.join("dir-link");
+        std::os::unix::fs::symlink("/proc/sys/net", &dir_link).unwrap();
+        assert!(open(&dir_link.join("ipv4/ip_forward"), false).is_err());
+        assert!(open(Path::new("/proc/sys/net/ipv4/ip_forward"), false).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

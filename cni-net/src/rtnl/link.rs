@@ -28,6 +28,10 @@ pub struct Link {
     pub up: bool,
     /// Promiscuous mode (`IFF_PROMISC`).
     pub promisc: bool,
+    /// All-multicast mode (`IFF_ALLMULTI`).
+    pub allmulti: bool,
+    /// Transmit queue length (`IFLA_TXQLEN`).
+    pub txqlen: u32,
     /// Link kind from `IFLA_INFO_KIND`: `"veth"`, `"bridge"`, `"vlan"` …;
     /// empty for devices without one (`lo`, physical NICs).
     pub kind: String,
@@ -54,6 +58,7 @@ impl Link {
             index: m.header.index,
             up: m.header.flags.contains(LinkFlags::Up),
             promisc: m.header.flags.contains(LinkFlags::Promisc),
+            allmulti: m.header.flags.contains(LinkFlags::Allmulti),
             ..Link::default()
         };
         for a in m.attributes {
@@ -61,6 +66,7 @@ impl Link {
                 LinkAttribute::IfName(n) => l.name = n,
                 LinkAttribute::Address(a) => l.mac = format_hw(&a),
                 LinkAttribute::Mtu(v) => l.mtu = v,
+                LinkAttribute::TxQueueLen(v) => l.txqlen = v,
                 LinkAttribute::Controller(i) => l.master = Some(i).filter(|i| *i != 0),
                 LinkAttribute::Link(i) => l.peer_index = Some(i).filter(|i| *i != 0),
                 LinkAttribute::LinkNetNsId(i) => l.link_netnsid = Some(i),
@@ -417,6 +423,29 @@ impl Netlink {
                 link.name
             ),
         )
+    }
+
+    /// Turns all-multicast mode on or off.
+    pub fn set_allmulti(&self, link: &Link, on: bool) -> Result<(), NetError> {
+        let flags = if on {
+            LinkFlags::Allmulti
+        } else {
+            LinkFlags::empty()
+        };
+        let m = link_message(link.index, flags, LinkFlags::Allmulti);
+        let state = if on { "on" } else { "off" };
+        self.route().ack(
+            &RouteNetlinkMessage::SetLink(m),
+            0,
+            &format!("set allmulticast {state} on {}", link.name),
+        )
+    }
+
+    /// Sets a link's transmit queue length.
+    pub fn set_txqlen(&self, link: &Link, qlen: u32) -> Result<(), NetError> {
+        let m = set_attr_message(link.index, LinkAttribute::TxQueueLen(qlen));
+        let op = format!("set txqueuelen {qlen} on {}", link.name);
+        self.route().ack(&m, 0, &op)
     }
 
     /// Moves a link into another namespace.

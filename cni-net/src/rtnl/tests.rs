@@ -257,11 +257,15 @@ fn bridge_and_veth_across_namespaces() {
     let mac: Mac = "0a:58:00:00:00:01".parse().unwrap();
     nl.set_mac(&host_end, mac).unwrap();
     nl.set_promisc(&host_end, true).unwrap();
+    nl.set_allmulti(&host_end, true).unwrap();
+    nl.set_txqlen(&host_end, 321).unwrap();
     let l = nl.must_link("vethab12cd34").unwrap();
     assert_eq!(
-        (l.mtu, l.mac.as_str(), l.promisc),
-        (1300, "0a:58:00:00:00:01", true)
+        (l.mtu, l.mac.as_str(), l.promisc, l.allmulti, l.txqlen),
+        (1300, "0a:58:00:00:00:01", true, true, 321)
     );
+    nl.set_allmulti(&host_end, false).unwrap();
+    assert!(!nl.must_link("vethab12cd34").unwrap().allmulti);
     nl.set_down(&host_end).unwrap();
     assert!(!nl.must_link("vethab12cd34").unwrap().up);
     cnl.set_up(&cont_end).unwrap();
@@ -816,10 +820,11 @@ fn parses_link_answer() {
     info.extend(nla(4, b"bridge\0"));
     info.extend(nla(5, &[nla(4, &[1]), nla(33, &[0])].concat()));
     let b = body(
-        &ifinfomsg(0, 12, 0x1 | 0x100 | 0x1000, 0),
+        &ifinfomsg(0, 12, 0x1 | 0x100 | 0x200 | 0x1000, 0),
         &[
             (3, b"veth1\0"),
             (4, &1500u32.to_ne_bytes()),
+            (13, &500u32.to_ne_bytes()),
             (1, &[0xaa, 0xbb, 0xcc, 0, 1, 2]),
             (10, &4u32.to_ne_bytes()),
             (5, &13u32.to_ne_bytes()),
@@ -838,6 +843,8 @@ fn parses_link_answer() {
             mtu: 1500,
             up: true,
             promisc: true,
+            allmulti: true,
+            txqlen: 500,
             kind: "veth".into(),
             master: Some(4),
             peer_index: Some(13),

@@ -1,0 +1,125 @@
+//! The kernel side, run inside the container's namespace: read the
+//! current values, apply the configured ones, put saved ones back.
+
+use crate::config::{Tuning, parse_go_mac};
+use crate::state::Saved;
+use cni_net::{Link, Mac, NetError, Netlink, sysctl};
+use cni_skel::CniError;
+
+/// The link, or the reference's error for a missing one.
+pub fn must_link(nl: &Netlink, ifname: &str) -> Result<Link, CniError> {
+    nl.link_by_name(ifname)?
+        .ok_or_else(|| CniError::internal(format!("failed to get {ifname:?}: Link not found")))
+}
+
+/// A sysctl's value, or an error naming its file.
+fn read_sysctl(path: &str) -> Result<String, CniError> {
+    sysctl::read(path).map_err(CniError::from)
+}
+
+/// The current values of everything `conf` changes: what DEL must put
+/// back, and what a failed ADD goes back to. Fails, before anything is
+/// changed, on a sysctl that does not exist or a MAC the link cannot take.
+pub fn current(conf: &Tuning, link: &Link) -> Result<Saved, CniError> {
+    let mut now = Saved {
+        network: conf.parsed.network.clone(),
+        ..Saved::default()
+    };
+    for s in &conf.sysctls {
+        now.sysctl.insert(s.path.clone(), read_sysctl(&s.path)?);
+    }
+    if conf.mac.is_some() {
+        if parse_go_mac(&link.mac).is_none_or(|b| b.len() != 6) {
+            return Err(CniError::internal(format!(
+                "failed to set MAC address of {}: the link has no Ethernet address (it has {:?})",
+                link.name, link.mac
+            )));
+        }
+        now.mac.clone_from(&link.mac);
+    }
+    if conf.parsed.promisc {
+        now.promisc = Some(link.promisc);
+    }
+    if conf.mtu.is_some() {
+        now.mtu = link.mtu;
+    }
+    if conf.parsed.allmulti.is_some() {
+        now.allmulti = Some(link.allmulti);
+    }
+    if conf.txqlen.is_some() {
+        now.txqlen = Some(link.txqlen);
+    }
+    Ok(now)
+}
+
+/// Applies `conf` in the reference's order: sysctls, MAC, promiscuous
+/// mode, MTU, all-multicast, queue length. Stops at the first error.
+pub fn apply(nl: &Netlink, conf: &Tuning, link: &Link) -> Result<(), CniError> {
+    for s in &conf.sysctls {
+        sysctl::write(&s.path, &s.value)?;
+    }
+    if let Some(mac) = conf.mac {
+        nl.set_mac(link, mac)?;
+    }
+    if conf.parsed.promisc {
+        nl.set_promisc(link, true)?;
+    }
+    if let Some(mtu) = conf.mtu {
+        nl.set_mtu(link, mtu)?;
+    }
+    if let Some(on) = conf.parsed.allmulti {
+        nl.set_allmulti(link, on)?;
+    }
+    if let Some(q) = conf.txqlen {
+        nl.set_txqlen(link, q)?;
+    }
+    Ok(())
+}
+
+/// Puts `saved` back, everything that can be: the link's attributes in the
+/// reference's order (MTU, MAC, promiscuous, all-multicast, queue length)
+/// when the link is there, then the sysctls. A sysctl that no longer
+/// exists (its interface is gone) needs nothing. Returns the failures.
+pub fn restore(nl: &Netlink, ifname: &str, saved: &Saved) -> Vec<String> {
+    let mut errors = Vec::new();
+    let mut note = |what: &str, r: Result<(), NetError>| {
+        if let Err(e) = r {
+            errors.push(format!("failed to restore {what}: {e}"));
+        }
+    };
+    match nl.link_by_name(ifname) {
+        Ok(Some(link)) => {
+            if saved.mtu != 0 {
+                note("MTU", nl.set_mtu(&link, saved.mtu));
+            }
+            if !saved.mac.is_empty() {
+                let mac = parse_go_mac(&saved.mac)
+                    .and_then(|b| <[u8; 6]>::try_from(b).ok())
+                    .map(Mac)
+                    .ok_or_else(|| {
+                        NetError::other(format!("parse MAC {:?}", saved.mac), "invalid MAC address")
+                    });
+                note("MAC address", mac.and_then(|m| nl.set_mac(&link, m)));
+            }
+            if let Some(on) = saved.promisc {
+                note("promiscuous mode", nl.set_promisc(&link, on));
+            }
+            if let Some(on) = saved.allmulti {
+                note("all-multicast mode", nl.set_allmulti(&link, on));
+            }
+            if let Some(q) = saved.txqlen {
+                note("transmit queue length", nl.set_txqlen(&link, q));
+            }
+        }
+        // The interface is gone, and its attributes with it.
+        Ok(None) => {}
+        Err(e) => note(&format!("link {ifname}"), Err(e)),
+    }
+    for (path, value) in &saved.sysctl {
+        match sysctl::write(path, value) {
+            Err(e) if e.is_not_found() => {}
+            r => note(&format!("sysctl {path}"), r.map(|_| ())),
+        }
+    }
+    errors
+}
