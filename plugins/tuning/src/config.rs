@@ -165,10 +165,10 @@ fn parse_bytes(stdin: &[u8], cni_args: &str, network: &str) -> Result<Parsed, Cn
             p.mac = mac.to_string();
         }
     }
-    if let Some(mac) = raw.runtime_config.and_then(|r| r.mac) {
-        if !mac.is_empty() {
-            p.mac = mac;
-        }
+    if let Some(mac) = raw.runtime_config.and_then(|r| r.mac)
+        && !mac.is_empty()
+    {
+        p.mac = mac;
     }
     if let Some(a) = raw.args.and_then(|a| a.cni) {
         p.sysctl.extend(a.sysctl.unwrap_or_default());
@@ -290,7 +290,7 @@ pub fn parse_go_mac(s: &str) -> Option<Vec<u8>> {
     };
     let sep = bytes[2];
     let out: Vec<u8> = if sep == b':' || sep == b'-' {
-        if (s.len() + 1) % 3 != 0 {
+        if !(s.len() + 1).is_multiple_of(3) {
             return None;
         }
         let n = (s.len() + 1) / 3;
@@ -304,7 +304,7 @@ pub fn parse_go_mac(s: &str) -> Option<Vec<u8>> {
         }
         v
     } else if bytes[4] == b'.' {
-        if (s.len() + 1) % 5 != 0 {
+        if !(s.len() + 1).is_multiple_of(5) {
             return None;
         }
         let n = 2 * (s.len() + 1) / 5;

@@ -93,6 +93,10 @@ fn add(args: &CmdArgs) -> CmdResult {
         }
         Ok(())
     })??;
+    // The interface's MTU is a 1.1.0 field; older results stay as the
+    // reference prints them.
+    let reports_mtu = cni_skel::version::Version::parse(args.cni_version())
+        .is_ok_and(|v| v >= cni_skel::version::Version(1, 1, 0));
     for i in result
         .interfaces
         .iter_mut()
@@ -101,7 +105,7 @@ fn add(args: &CmdArgs) -> CmdResult {
         if let Some(mac) = conf.mac {
             i.mac = mac.to_string();
         }
-        if let Some(mtu) = conf.mtu {
+        if let Some(mtu) = conf.mtu.filter(|_| reports_mtu) {
             i.mtu = mtu;
         }
     }
