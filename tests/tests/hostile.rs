@@ -131,6 +131,12 @@ struct World {
     marker: String,
     name: String,
     n: u8,
+    /// CNI_IFNAME; one the real host does not have where a plugin acts on
+    /// an existing interface (`CNI_NETNS=/proc/1/ns/net` must find nothing).
+    ifname: &'static str,
+    /// Also compare the container's links, flags and net sysctls (for a
+    /// plugin that changes the container's own settings).
+    watch_container: bool,
 }
 
 impl World {
@@ -149,6 +155,8 @@ impl World {
             name: unique("hxn"),
             tmp,
             n,
+            ifname: "eth0",
+            watch_container: false,
         }
     }
 
@@ -157,7 +165,7 @@ impl World {
     }
 
     fn env(&self, cmd: &str) -> Env {
-        cni_env(cmd, "hxc", &self.netns(), "eth0")
+        cni_env(cmd, "hxc", &self.netns(), self.ifname)
     }
 
     /// Dual-stack host-local, or IPv4 only (ptp waits for IPv6 DAD on
@@ -185,6 +193,20 @@ impl World {
 
     fn run(&self, env: &Env, stdin: &[u8]) -> Out {
         run_plugin(&self.host, &bin(self.plugin), env, stdin)
+    }
+
+    /// The container's links and addresses (with MTU, MAC and flags) and
+    /// its net sysctls, when watched; otherwise its link names.
+    fn container_state(&self) -> Vec<String> {
+        if !self.watch_container {
+            return self.container.link_names();
+        }
+        let mut state = snapshot(&self.container);
+        let sysctls = self
+            .container
+            .exec_ok("sysctl", &["-a", "--pattern", "^net\\."]);
+        state.extend(sysctls.lines().map(str::to_string));
+        state
     }
 
     /// Names containing the marker in the places a `..`-escaped or
@@ -391,7 +413,7 @@ fn drive(
     allowed: &[String],
 ) -> (usize, Vec<String>) {
     let mut before = snapshot(&w.host);
-    let mut links_before = w.container.link_names();
+    let mut links_before = w.container_state();
     let mut failures = Vec::new();
     let n = cases.len();
     let mut batch: Vec<String> = Vec::new();
@@ -431,10 +453,11 @@ fn drive(
                 ));
                 before = after;
             }
-            let links = w.container.link_names();
+            let links = w.container_state();
             if links != links_before {
                 problems.push(format!(
-                    "container links {links_before:?} -> {links:?} after one of {batch:?}"
+                    "container {:?} after one of {batch:?}",
+                    diff(&links_before, &links)
                 ));
                 links_before = links;
             }
@@ -1578,6 +1601,90 @@ fn hostile_tap() {
         strict_args: true,
         delegates: true,
         prev_cmd: Some("CHECK"),
+    };
+    hostile(&w, base, keys, t, &[]);
+}
+
+#[test]
+fn hostile_tuning() {
+    if skip_unless_root("hostile_tuning") {
+        return;
+    }
+    let mut w = World::new("tuning", 20);
+    w.ifname = "hxt0";
+    w.watch_container = true;
+    w.container.exec_ok(
+        "ip",
+        &[
+            "link", "add", "hxt0", "type", "veth", "peer", "name", "hxt1",
+        ],
+    );
+    let base = json!({
+        "cniVersion": "1.1.0", "name": w.name, "type": "tuning",
+        "dataDir": w.tmp.file(&format!("data/{}", w.name)),
+        "mtu": 1400, "sysctl": {"net.core.somaxconn": "333"},
+        "prevResult": w.prev(),
+    });
+    warm_up(&w, &base);
+    let mut keys = common_keys();
+    // Without prevResult tuning ADD must refuse: it can only be chained.
+    keys.iter_mut()
+        .filter(|k| k.path == ["prevResult"])
+        .for_each(|k| k.null = Expect::Fail);
+    let macs = vec![
+        json!("zz:00:00:00:00:01"),
+        json!("01:00:5e:00:00:01"),
+        json!("ff:ff:ff:ff:ff:ff"),
+        json!("00:00:00:00:00:00"),
+        json!("02:00:00:00:00"),
+        json!("02:00:00:00:00:01:02:03"),
+        json!("../MARK"),
+    ];
+    let sysctls = vec![
+        json!({"kernel.hostname": "MARK"}),
+        json!({"net/../../kernel/hostname": "MARK"}),
+        json!({"net.ipv4.conf.../../../kernel/hostname": "MARK"}),
+        json!({"/proc/sys/kernel/hostname": "MARK"}),
+        json!({"/etc/MARK": "1"}),
+        json!({"../MARK": "1"}),
+        json!({"net.ipv4.conf.IFNAME.MARK": "1"}),
+        json!({"net.core.somaxconn": "MARK"}),
+        json!({"net.core.somaxconn": 5}),
+        json!({"net.core.somaxconn": "5", "net/core/somaxconn\u{0}": "6"}),
+        json!({"net": "1"}),
+        json!({"": "1"}),
+    ];
+    keys.extend(bools(&[
+        "promisc",
+        "allmulti",
+        "args.cni.promisc",
+        "args.cni.allmulti",
+    ]));
+    keys.extend([
+        key("mac", Kind::Str, macs.clone()),
+        key("runtimeConfig.mac", Kind::Str, macs.clone()),
+        key("args.cni.mac", Kind::Str, macs),
+        key("mtu", Kind::Int(68, 65535), vec![json!(70000), json!(67)]),
+        key(
+            "args.cni.mtu",
+            Kind::Int(68, 65535),
+            vec![json!(70000), json!(20)],
+        ),
+        key("txQLen", Kind::Int(0, 4_294_967_295), vec![]),
+        key("args.cni.txQLen", Kind::Int(0, 4_294_967_295), vec![]),
+        key("sysctl", Kind::Obj, sysctls.clone()),
+        key("args.cni.sysctl", Kind::Obj, sysctls),
+        key(
+            "dataDir",
+            Kind::Str,
+            vec![json!(w.tmp.file("file")), json!("../MARK"), json!("MARK")],
+        ),
+    ]);
+    let t = Traits {
+        uses_netns: true,
+        strict_args: true,
+        delegates: false,
+        prev_cmd: Some("ADD"),
     };
     hostile(&w, base, keys, t, &[]);
 }

@@ -1,8 +1,10 @@
 //! ADD killed with SIGKILL at random moments, for host-local, bridge, ptp,
-//! portmap, firewall and tap: afterwards DEL of the attachment must leave no veth, no
-//! reservation and no rule (compared with the private host namespace before
-//! the ADD, tags `kx…`, subnets 10.80.1x.0/24), no reservation file may be
-//! empty or torn at any point we look, and the next ADD must work.
+//! portmap, firewall, tap and tuning: afterwards DEL of the attachment must
+//! leave no veth, no reservation and no rule (compared with the private host
+//! namespace before the ADD, tags `kx…`, subnets 10.80.1x.0/24), tuning's
+//! DEL must put every attribute and sysctl of the container's interface
+//! back and remove its saved-values file, no reservation file may be empty
+//! or torn at any point we look, and the next ADD must work.
 //!
 //! 20 kills per plugin by default; `RCNI_KILL_RUNS=100` for the full run.
 //! Half the runs DEL at once, racing the killed plugin's orphaned children
@@ -164,7 +166,13 @@ fn leftover_files(net_dir: &Path) -> Vec<String> {
         .flatten()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.parse::<std::net::IpAddr>().is_ok() || n.starts_with(".rcni-tmp"))
+        .filter(|n| {
+            n.parse::<std::net::IpAddr>().is_ok()
+                || n.starts_with(".rcni-tmp")
+                // tuning's saved values and their temporary files
+                || n.ends_with(".json")
+                || n.ends_with(".tmp")
+        })
         .collect()
 }
 
@@ -186,6 +194,21 @@ impl Lab {
             &self.container.path().display().to_string(),
             "eth0",
         )
+    }
+
+    /// The container's link names; for tuning, which changes the
+    /// container's interface and sysctls, those too.
+    fn container_state(&self) -> Vec<String> {
+        if self.plugin != "tuning" {
+            return self.container.link_names();
+        }
+        let mut state = snapshot(&self.container);
+        let sysctls = self.container.exec_ok(
+            "sysctl",
+            &["-a", "--pattern", "^net\\.(core|ipv4\\.conf\\.eth0)\\."],
+        );
+        state.extend(sysctls.lines().map(str::to_string));
+        state
     }
 
     fn run(&self, cmd: &str, cid: &str, conf: &Value) -> common::Out {
@@ -264,6 +287,26 @@ fn lab(plugin: &'static str, n: u8) -> Lab {
             json!({"cniVersion": "1.0.0", "name": name, "type": "tap", "owner": 0, "group": 0,
                    "multiQueue": i.is_multiple_of(2), "mtu": 1400, "ipam": ipam})
         }),
+        "tuning" => {
+            container.exec_ok(
+                "ip",
+                &[
+                    "link", "add", "eth0", "type", "veth", "peer", "name", "kxp0",
+                ],
+            );
+            let sandbox = container.path().display().to_string();
+            let dir = net_dir.display().to_string();
+            Box::new(move |_| {
+                json!({"cniVersion": "1.0.0", "name": name, "type": "tuning", "dataDir": dir,
+                       "mac": "02:11:22:33:44:55", "mtu": 1400, "promisc": true,
+                       "allmulti": true, "txQLen": 77,
+                       "sysctl": {"net.core.somaxconn": "333",
+                                  "net.ipv4.conf.IFNAME.rp_filter": "2"},
+                       "prevResult": {"cniVersion": "1.0.0",
+                           "interfaces": [{"name": "eth0", "sandbox": sandbox}],
+                           "ips": [{"interface": 0, "address": format!("10.80.{n}.2/24")}]}})
+            })
+        }
         _ => unreachable!(),
     };
     Lab {
@@ -314,7 +357,7 @@ fn kill9(plugin: &'static str, n: u8) {
         assert_eq!(out.code, 0, "{plugin} DEL: {out:?}");
     }
     let baseline = snapshot(&lab.host);
-    let container_links = lab.container.link_names();
+    let container_links = lab.container_state();
     let window = fastest.as_micros() as u64 + 1;
     let (mut killed, mut leaks, mut torn, mut readd_failures, mut orphans) = (0, 0, 0, 0, 0);
     let mut early = 0;
@@ -383,9 +426,9 @@ fn kill9(plugin: &'static str, n: u8) {
         if !d.is_empty() {
             leaked.push(format!("host: {d:?}"));
         }
-        let links = lab.container.link_names();
+        let links = lab.container_state();
         if links != container_links {
-            leaked.push(format!("container links {links:?}"));
+            leaked.push(format!("container {:?}", diff(&container_links, &links)));
         }
         let files = leftover_files(&lab.net_dir);
         if !files.is_empty() {
@@ -442,4 +485,9 @@ fn kill9_firewall() {
 #[test]
 fn kill9_tap() {
     kill9("tap", 33);
+}
+
+#[test]
+fn kill9_tuning() {
+    kill9("tuning", 15);
 }

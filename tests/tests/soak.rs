@@ -1,6 +1,7 @@
 //! A bounded run of scripts/soak (50 ADD/DEL cycles of bridge+host-local+
-//! portmap+firewall and ptp+host-local in private namespaces `cxsoak*`): nothing may
-//! be left. `RCNI_SOAK_CYCLES` changes the count.
+//! portmap+firewall+tuning and ptp+host-local in private namespaces
+//! `cxsoak*`): nothing may be left, and every tuning DEL must have put the
+//! container's interface back. `RCNI_SOAK_CYCLES` changes the count.
 
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

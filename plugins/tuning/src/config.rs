@@ -145,13 +145,21 @@ pub fn parse(args: &CmdArgs) -> Result<Parsed, CniError> {
 
 fn parse_bytes(stdin: &[u8], cni_args: &str, network: &str) -> Result<Parsed, CniError> {
     let raw: Raw = cni_skel::gojson::from_slice(stdin).map_err(netconf_err)?;
+    let data_dir = PathBuf::from(
+        raw.data_dir
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| DEFAULT_DATA_DIR.to_string()),
+    );
+    // Relative to whatever directory the runtime runs in: never meant.
+    if !data_dir.is_absolute() || data_dir.as_os_str().as_encoded_bytes().contains(&0) {
+        return Err(CniError::invalid_config(format!(
+            "dataDir {:?} is not an absolute path",
+            data_dir.display()
+        )));
+    }
     let mut p = Parsed {
         network: network.to_string(),
-        data_dir: PathBuf::from(
-            raw.data_dir
-                .filter(|d| !d.is_empty())
-                .unwrap_or_else(|| DEFAULT_DATA_DIR.to_string()),
-        ),
+        data_dir,
         sysctl: raw.sysctl.unwrap_or_default(),
         mac: raw.mac.unwrap_or_default(),
         promisc: raw.promisc.unwrap_or(false),
@@ -535,6 +543,10 @@ mod tests {
                 e.msg.starts_with("failed to load netconf: "),
                 "{bad}: {e:?}"
             );
+        }
+        for rel in ["run/x", "../x", "x"] {
+            let e = parse_str(&format!(r#"{{"dataDir":"{rel}"}}"#), "").unwrap_err();
+            assert!(e.msg.contains("not an absolute path"), "{rel}: {e:?}");
         }
         let e = parse_str("{}", "FOO=bar").unwrap_err();
         assert_eq!(e.msg, r#"ARGS: unknown args ["FOO=bar"]"#);
