@@ -395,9 +395,17 @@ fn announce(cx: &Ctx, ifname: &str, opts: &L3Opts) {
 /// deleted), then `CNI_IFNAME` in the container. A netns or link that is
 /// already gone is success; both steps always run.
 pub fn del(args: &CmdArgs, ipam: bool) -> Result<(), CniError> {
+    del_of_kind(args, ipam, None)
+}
+
+/// [`del`] that deletes `CNI_IFNAME` only if it is of link kind `kind`
+/// (when given): a link of another kind under that name is not ours (an
+/// ADD that failed on the name clash is followed by the runtime's DEL) and
+/// is left alone. tap uses it.
+pub fn del_of_kind(args: &CmdArgs, ipam: bool, kind: Option<&str>) -> Result<(), CniError> {
     let running = ipam.then(|| delegate::ipam_start(Command::Del, args));
     let link = match args.netns.as_deref() {
-        Some(path) => del_in(path, &args.ifname),
+        Some(path) => del_in(path, &args.ifname, kind),
         None => Ok(()),
     };
     let ipam = match running {
@@ -414,17 +422,24 @@ pub fn del(args: &CmdArgs, ipam: bool) -> Result<(), CniError> {
     }
 }
 
-fn del_in(path: &std::path::Path, ifname: &str) -> Result<(), CniError> {
+fn del_in(path: &std::path::Path, ifname: &str, kind: Option<&str>) -> Result<(), CniError> {
+    let del = |nl: Netlink| -> Result<(), crate::NetError> {
+        match nl.link_by_name(ifname)? {
+            Some(l) if kind.is_none_or(|k| l.kind == k) => nl.del_link(&l),
+            Some(l) => {
+                log::warn!("{ifname} is a {:?} link, not ours: left alone", l.kind);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    };
     match NetNs::open(path) {
-        Ok(ns) => Netlink::for_ns(&ns)
-            .and_then(|nl| nl.del_link_by_name(ifname))
-            .map(|_| ())
-            .map_err(|e| {
-                CniError::internal(format!(
-                    "failed to delete {ifname:?} in {:?}: {e}",
-                    path.display()
-                ))
-            }),
+        Ok(ns) => Netlink::for_ns(&ns).and_then(del).map_err(|e| {
+            CniError::internal(format!(
+                "failed to delete {ifname:?} in {:?}: {e}",
+                path.display()
+            ))
+        }),
         Err(e) if e.is_ns_not_found() => Ok(()),
         Err(e) => Err(e.into()),
     }

@@ -244,6 +244,9 @@ fn a_taken_name_is_refused_and_nothing_is_adopted() {
     assert_eq!(cont.link_names(), before);
     assert_eq!(details(&cont, "eth0")["linkinfo"]["info_kind"], "veth");
     assert!(taps(&cont).is_empty());
+    // The runtime's DEL after that failed ADD leaves the veth alone too.
+    run("DEL", &host, &cont, &c).ok();
+    assert_eq!(cont.link_names(), before);
     // An existing tap of that name is not attached to either.
     cont.exec_ok("ip", &["link", "del", "eth0"]);
     cont.exec_ok("ip", &["tuntap", "add", "mode", "tap", "name", "eth0"]);

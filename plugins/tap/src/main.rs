@@ -144,7 +144,7 @@ impl Plugin for Tap {
 
     fn del(&self, args: &CmdArgs) -> CmdResult {
         let conf = config::load_for_del(args)?;
-        link_plugin::del(args, conf.ipam.is_some())?;
+        link_plugin::del_of_kind(args, conf.ipam.is_some(), Some(TUN_KIND))?;
         Ok(Output::Nothing)
     }
 
