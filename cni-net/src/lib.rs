@@ -62,4 +62,20 @@ pub(crate) mod testutil {
         let _ = writeln!(std::io::stderr().lock(), "SKIP {test}: needs root");
         true
     }
+
+    /// For a test whose kernel lacks a feature the test exists to check:
+    /// prints one SKIP line, so the caller returns, except where
+    /// RCNI_REQUIRE_KERNEL_FEATURES=1 says the kernel has every feature
+    /// (scripts/vmtest sets it in its VM), where it fails the test.
+    pub fn skip_without_kernel_feature(test: &str, feature: &str) {
+        use std::io::Write;
+        assert!(
+            std::env::var_os("RCNI_REQUIRE_KERNEL_FEATURES").is_none_or(|v| v != "1"),
+            "{test}: this kernel lacks {feature} (RCNI_REQUIRE_KERNEL_FEATURES=1 requires it)"
+        );
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "SKIP {test}: this kernel lacks {feature} (scripts/vmtest runs it under one that has it)"
+        );
+    }
 }

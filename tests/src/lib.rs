@@ -97,6 +97,21 @@ pub fn skip_unless(test: &str, tools: &[&str]) -> bool {
     skip_unless_root(test) || skip_without_tools(test, tools)
 }
 
+/// For a test whose kernel lacks a feature the test exists to check (VLAN
+/// filtering on bridges, a link kind): prints one SKIP line, so the caller
+/// returns, except where RCNI_REQUIRE_KERNEL_FEATURES=1 says the kernel has
+/// every feature (scripts/vmtest sets it in its VM), where it fails the test.
+pub fn skip_without_kernel_feature(test: &str, feature: &str) {
+    assert!(
+        std::env::var_os("RCNI_REQUIRE_KERNEL_FEATURES").is_none_or(|v| v != "1"),
+        "{test}: this kernel lacks {feature} (RCNI_REQUIRE_KERNEL_FEATURES=1 requires it)"
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIP {test}: this kernel lacks {feature} (scripts/vmtest runs it under one that has it)"
+    );
+}
+
 /// The directory holding the workspace's built binaries (`target/<profile>`).
 pub fn bin_dir() -> PathBuf {
     if let Ok(d) = std::env::var("RCNI_BIN_DIR") {

@@ -12,7 +12,7 @@
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::{
     FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, go_bin, skip_unless, skip_unless_root,
-    unique,
+    skip_without_kernel_feature, unique,
 };
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -1173,9 +1173,9 @@ fn vlan_needs_kernel_support() {
             msg.contains("Operation not supported") || msg.contains("os error 95"),
             "{msg}"
         );
-        skip(
+        skip_without_kernel_feature(
             "vlan_needs_kernel_support",
-            "this kernel cannot create VLAN-filtering bridges (EOPNOTSUPP)",
+            "VLAN filtering on bridges (EOPNOTSUPP)",
         );
         assert!(w.data.reservations().is_empty());
         return;
@@ -1185,6 +1185,86 @@ fn vlan_needs_kernel_support() {
     let vlans = w.host.exec_ok("bridge", &["vlan", "show"]);
     assert!(vlans.contains("100"), "{vlans}");
     w.del(&conf, "c1", &c);
+}
+
+/// The VLANs of one bridge port, from `bridge -j vlan show`: (vid, flags).
+/// iproute2 prints a range as one entry with `vlanEnd` when it compresses.
+fn port_vlans(host: &Netns, port: &str) -> Vec<(u64, Vec<String>)> {
+    let text = host.exec_ok("bridge", &["-j", "vlan", "show", "dev", port]);
+    let v: Value = serde_json::from_str(if text.trim().is_empty() { "[]" } else { &text })
+        .unwrap_or_else(|e| panic!("bridge -j vlan show: {e}: {text}"));
+    let mut out = Vec::new();
+    for entry in v.as_array().into_iter().flatten() {
+        for vlan in entry["vlans"].as_array().into_iter().flatten() {
+            let first = vlan["vlan"].as_u64().unwrap();
+            let last = vlan["vlanEnd"].as_u64().unwrap_or(first);
+            let flags: Vec<String> = vlan["flags"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect();
+            out.extend((first..=last).map(|vid| (vid, flags.clone())));
+        }
+    }
+    out
+}
+
+#[test]
+fn vlan_trunk_ports_carry_tagged_vlans_only() {
+    const T: &str = "vlan_trunk_ports_carry_tagged_vlans_only";
+    if skip_unless_root(T) {
+        return;
+    }
+    let w = World::new(Impl::Ours, 23).unwrap();
+    let ipam = json!({
+        "type": "host-local",
+        "dataDir": w.data.path().display().to_string(),
+        "ranges": [[{"subnet": "10.128.1.0/24"}]],
+    });
+    let conf = w.conf(
+        Fam::V4,
+        json!({"ipam": ipam, "vlanTrunk": [{"minID": 101, "maxID": 103}, {"id": 200}]}),
+    );
+    let c = Netns::new("vmc");
+    let out = w.run("ADD", &conf, "c1", &c);
+    if out.code != 0 {
+        let msg = out.err()["msg"].as_str().unwrap().to_string();
+        assert!(
+            msg.contains("Operation not supported") || msg.contains("os error 95"),
+            "{msg}"
+        );
+        skip_without_kernel_feature(T, "VLAN filtering on bridges (EOPNOTSUPP)");
+        assert!(w.data.reservations().is_empty());
+        return;
+    }
+    out.ok();
+    let ports = w.ports();
+    assert_eq!(ports.len(), 1, "{ports:?}");
+    let port = ports[0]["ifname"].as_str().unwrap().to_string();
+    // The trunk's VLANs, tagged; with no access VLAN the port keeps VLAN 1
+    // as its native (PVID, untagged) VLAN, as in the reference.
+    let native = vec!["PVID".to_string(), "Egress Untagged".to_string()];
+    let mut want: Vec<(u64, Vec<String>)> = vec![(1, native)];
+    want.extend([101, 102, 103, 200].map(|v| (v, vec![])));
+    assert_eq!(port_vlans(&w.host, &port), want);
+    // An access port on the same bridge: only its VLAN, as PVID and
+    // untagged; the default VLAN 1 is gone (preserveDefaultVlan is false).
+    let access = w.conf(Fam::V4, json!({"ipam": conf["ipam"], "vlan": 300}));
+    let c2 = Netns::new("vmc");
+    w.add(&access, "c2", &c2);
+    let port2 = w
+        .ports()
+        .iter()
+        .filter_map(|p| p["ifname"].as_str().map(str::to_string))
+        .find(|p| *p != port)
+        .unwrap();
+    let pvid = vec!["PVID".to_string(), "Egress Untagged".to_string()];
+    assert_eq!(port_vlans(&w.host, &port2), vec![(300, pvid)]);
+    w.del(&access, "c2", &c2);
+    w.del(&conf, "c1", &c);
+    assert!(w.ports().is_empty());
+    assert!(w.data.reservations().is_empty());
 }
 
 #[test]

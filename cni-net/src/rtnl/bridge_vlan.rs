@@ -295,9 +295,9 @@ mod tests {
             Ok(br) => br,
             // A kernel without CONFIG_BRIDGE_VLAN_FILTERING.
             Err(e) if e.raw_errno() == Some(nix::errno::Errno::EOPNOTSUPP as i32) => {
-                let _ = std::io::Write::write_all(
-                    &mut std::io::stderr(),
-                    b"SKIP rtnl::bridge_vlan::vlans_on_a_filtering_bridge: no VLAN filtering\n",
+                crate::testutil::skip_without_kernel_feature(
+                    "rtnl::bridge_vlan::vlans_on_a_filtering_bridge",
+                    "VLAN filtering on bridges",
                 );
                 return;
             }
