@@ -68,6 +68,34 @@ pub fn chain_surely_absent(family: Family, table: &str, chain: &str) -> bool {
     )
 }
 
+/// The rules of `chain` in `table` read over netlink, without running a
+/// tool; `None` unless iptables is the nf_tables variant (whose rules are
+/// nf_tables rules) and the query worked. A missing chain has no rules.
+pub fn nft_rules(family: Family, table: &str, chain: &str) -> Option<Vec<cni_net::nf_tables::RuleSummary>> {
+    if !is_nft_variant(family) {
+        return None;
+    }
+    let fam = match family {
+        Family::V4 => cni_net::IpFamily::V4,
+        Family::V6 => cni_net::IpFamily::V6,
+    };
+    cni_net::nf_tables::NfTables::open(fam)
+        .and_then(|mut t| t.chain_rules(table, chain))
+        .ok()
+}
+
+/// The text of an x_tables `comment` match of a rule read with
+/// [`nft_rules`] (`struct xt_comment_info`: the NUL-terminated comment).
+pub fn xt_comment(rule: &cni_net::nf_tables::RuleSummary) -> Option<String> {
+    rule.xt_matches
+        .iter()
+        .find(|(name, _)| name == "comment")
+        .map(|(_, info)| {
+            let end = info.iter().position(|b| *b == 0).unwrap_or(info.len());
+            String::from_utf8_lossy(&info[..end]).into_owned()
+        })
+}
+
 /// The current rules of one table, as `iptables-save -t <table>` prints them.
 pub fn save(family: Family, table: &str) -> Result<Table, ToolError> {
     exec::run(family.save_cmd(), &["-t", table], "").map(|text| Table { text })

@@ -453,12 +453,66 @@ pub fn del(att: &Attachment<'_>, prev_ips: &[IpAddr]) -> Result<(), CniError> {
         if !iptables::usable(family) {
             continue;
         }
+        match del_fast(family, att, &key, &mine) {
+            Some(true) => continue,
+            Some(false) | None => {}
+        }
         let table = iptables::save_unless_absent(family, TABLE, &[FORWARD_CHAIN, RECORDS_CHAIN])
             .map_err(ipt_err)?;
         let lines = removal_lines(&table, |k| k == key, &mine);
         iptables::restore(family, TABLE, &lines).map_err(ipt_err)?;
     }
     Ok(())
+}
+
+/// The records of one family read over netlink (nf_tables iptables only):
+/// (address, attachment key) per record.
+fn nft_records(family: Family) -> Option<Vec<(IpAddr, String)>> {
+    let rules = iptables::nft_rules(family, TABLE, RECORDS_CHAIN)?;
+    let mut out = Vec::new();
+    for r in &rules {
+        let comment = iptables::xt_comment(r)?;
+        let ip = r.values.iter().find_map(|v| match v.len() {
+            4 => <[u8; 4]>::try_from(v.as_slice()).ok().map(IpAddr::from),
+            16 => <[u8; 16]>::try_from(v.as_slice()).ok().map(IpAddr::from),
+            _ => None,
+        })?;
+        out.push((ip, comment.get(..KEY_LEN)?.to_string()));
+    }
+    Some(out)
+}
+
+/// DEL without reading the table with `iptables-save`: the records are
+/// read over netlink, and the rules to delete (whose texts are known) go
+/// to `iptables-restore` as they are. `Some(true)` when that settled this
+/// family; `Some(false)` or `None` when the full path must run (a rule to
+/// delete was not there, so the transaction failed and changed nothing;
+/// or the records cannot be read this way).
+fn del_fast(family: Family, att: &Attachment<'_>, key: &str, prev: &[IpAddr]) -> Option<bool> {
+    if iptables::chain_surely_absent(family, TABLE, FORWARD_CHAIN)
+        && iptables::chain_surely_absent(family, TABLE, RECORDS_CHAIN)
+    {
+        return Some(true);
+    }
+    let recs = nft_records(family)?;
+    let recorded: Vec<IpAddr> = recs.iter().filter(|(_, k)| k == key).map(|(ip, _)| *ip).collect();
+    let others: Vec<IpAddr> = recs.iter().filter(|(_, k)| k != key).map(|(ip, _)| *ip).collect();
+    let mut ips: Vec<IpAddr> = prev.to_vec();
+    for ip in &recorded {
+        if !ips.contains(ip) {
+            ips.push(*ip);
+        }
+    }
+    let mut lines = Vec::new();
+    for ip in &recorded {
+        lines.push(format!("-D {RECORDS_CHAIN} {}", record_rule(*ip, att)));
+    }
+    for ip in ips.iter().filter(|ip| !others.contains(ip)) {
+        for rule in address_rules(*ip) {
+            lines.push(format!("-D {FORWARD_CHAIN} {rule}"));
+        }
+    }
+    Some(iptables::restore(family, TABLE, &lines).is_ok())
 }
 
 /// GC: removes the records of `network`'s attachments that are not in
