@@ -71,7 +71,11 @@ pub fn chain_surely_absent(family: Family, table: &str, chain: &str) -> bool {
 /// The rules of `chain` in `table` read over netlink, without running a
 /// tool; `None` unless iptables is the nf_tables variant (whose rules are
 /// nf_tables rules) and the query worked. A missing chain has no rules.
-pub fn nft_rules(family: Family, table: &str, chain: &str) -> Option<Vec<cni_net::nf_tables::RuleSummary>> {
+pub fn nft_rules(
+    family: Family,
+    table: &str,
+    chain: &str,
+) -> Option<Vec<cni_net::nf_tables::RuleSummary>> {
     if !is_nft_variant(family) {
         return None;
     }
@@ -82,6 +86,22 @@ pub fn nft_rules(family: Family, table: &str, chain: &str) -> Option<Vec<cni_net
     cni_net::nf_tables::NfTables::open(fam)
         .and_then(|mut t| t.chain_rules(table, chain))
         .ok()
+}
+
+/// A rule as [`nft_rules`] reads it.
+pub use cni_net::nf_tables::RuleSummary;
+
+/// Whether `chain` exists in `table`, asked over netlink; `None` unless
+/// iptables is the nf_tables variant and the query worked.
+pub fn nft_chain_exists(family: Family, table: &str, chain: &str) -> Option<bool> {
+    if !is_nft_variant(family) {
+        return None;
+    }
+    let fam = match family {
+        Family::V4 => cni_net::IpFamily::V4,
+        Family::V6 => cni_net::IpFamily::V6,
+    };
+    cni_net::nf_tables::chain_exists(fam, table, chain).ok()
 }
 
 /// The text of an x_tables `comment` match of a rule read with

@@ -344,6 +344,57 @@ pub fn add_lines(
     edit.lines().to_vec()
 }
 
+/// What ADD needs to know of one family's table, read over netlink instead
+/// of with `iptables-save` (nf_tables iptables only), as a table holding
+/// just that: which of the plugin's chains exist, and whether the two
+/// shared jumps are there. `None` (read the table with `iptables-save`)
+/// unless it is certain that no rule or record of `ips` exists yet, which
+/// is the case of a new container.
+fn known_state(family: Family, conf: &Conf, ips: &[IpAddr]) -> Option<Table> {
+    let octets = |ip: &IpAddr| -> Vec<u8> {
+        match ip {
+            IpAddr::V4(a) => a.octets().to_vec(),
+            IpAddr::V6(a) => a.octets().to_vec(),
+        }
+    };
+    let mentions = |rules: &[iptables::RuleSummary]| {
+        rules
+            .iter()
+            .any(|r| ips.iter().any(|ip| r.values.contains(&octets(ip))))
+    };
+    let forward = iptables::nft_rules(family, TABLE, FORWARD_CHAIN)?;
+    let records = iptables::nft_rules(family, TABLE, RECORDS_CHAIN)?;
+    if mentions(&forward) || mentions(&records) {
+        return None;
+    }
+    let top = iptables::nft_rules(family, TABLE, "FORWARD")?;
+    let jumps_with = |rules: &[iptables::RuleSummary], to: &str, comment: &str| {
+        rules
+            .iter()
+            .any(|r| r.jumps == [to] && iptables::xt_comment(r).as_deref() == Some(comment))
+    };
+    let mut text = String::new();
+    for chain in [FORWARD_CHAIN, RECORDS_CHAIN, conf.admin_chain.as_str()] {
+        if iptables::nft_chain_exists(family, TABLE, chain)? {
+            text.push_str(&format!(":{chain} - [0:0]\n"));
+        }
+    }
+    if jumps_with(&top, FORWARD_CHAIN, "CNI firewall plugin rules") {
+        text.push_str(&format!("-A FORWARD {}\n", forward_jump()));
+    }
+    if jumps_with(
+        &forward,
+        &conf.admin_chain,
+        "CNI firewall plugin admin overrides",
+    ) {
+        text.push_str(&format!(
+            "-A {FORWARD_CHAIN} {}\n",
+            admin_jump(&conf.admin_chain)
+        ));
+    }
+    Some(Table::from_text(text))
+}
+
 /// ADD: one transaction per family.
 pub fn add(
     conf: &Conf,
@@ -357,8 +408,13 @@ pub fn add(
             .copied()
             .filter(|ip| Family::of(*ip) == family)
             .collect();
-        let table =
-            iptables::save_unless_absent(family, TABLE, &our_chains(conf)).map_err(ipt_err)?;
+        let table = match isolation
+            .is_none()
+            .then(|| known_state(family, conf, &mine))
+        {
+            Some(Some(t)) => t,
+            _ => iptables::save_unless_absent(family, TABLE, &our_chains(conf)).map_err(ipt_err)?,
+        };
         let lines = add_lines(&table, conf, att, &mine, isolation);
         iptables::restore(family, TABLE, &lines).map_err(ipt_err)?;
     }
@@ -453,9 +509,8 @@ pub fn del(att: &Attachment<'_>, prev_ips: &[IpAddr]) -> Result<(), CniError> {
         if !iptables::usable(family) {
             continue;
         }
-        match del_fast(family, att, &key, &mine) {
-            Some(true) => continue,
-            Some(false) | None => {}
+        if del_fast(family, att, &key, &mine) == Some(true) {
+            continue;
         }
         let table = iptables::save_unless_absent(family, TABLE, &[FORWARD_CHAIN, RECORDS_CHAIN])
             .map_err(ipt_err)?;
@@ -495,8 +550,16 @@ fn del_fast(family: Family, att: &Attachment<'_>, key: &str, prev: &[IpAddr]) ->
         return Some(true);
     }
     let recs = nft_records(family)?;
-    let recorded: Vec<IpAddr> = recs.iter().filter(|(_, k)| k == key).map(|(ip, _)| *ip).collect();
-    let others: Vec<IpAddr> = recs.iter().filter(|(_, k)| k != key).map(|(ip, _)| *ip).collect();
+    let recorded: Vec<IpAddr> = recs
+        .iter()
+        .filter(|(_, k)| k == key)
+        .map(|(ip, _)| *ip)
+        .collect();
+    let others: Vec<IpAddr> = recs
+        .iter()
+        .filter(|(_, k)| k != key)
+        .map(|(ip, _)| *ip)
+        .collect();
     let mut ips: Vec<IpAddr> = prev.to_vec();
     for ip in &recorded {
         if !ips.contains(ip) {
