@@ -211,33 +211,64 @@ fn conflist(name: &str, bridge: &str, subnet: &str, data_dir: &Path) -> Value {
 /// Mount points the runtimes need that may not exist on this host: created
 /// for the test and removed afterwards (only if they were created, and only
 /// while empty).
+///
+/// The tests run in parallel and share these paths, so they are counted:
+/// a directory created here is removed when the last test using it is
+/// done, never while another test's runtime has a bind mount on it. (Since
+/// Linux 3.18 removing a directory that is a mount point in another mount
+/// namespace succeeds and detaches that mount: the runtime then recreated
+/// `/var/lib/cni` on the real file system and wrote its cache there, which
+/// the CRI test saw as "no cached cni-loopback-…" on a machine without
+/// `/var/lib/cni`.) Other processes that create these paths (another e2e
+/// run) are kept out by the machine-wide e2e lock.
 struct MountPoints(Vec<PathBuf>);
+
+/// The directories this process created for its tests, and how many of
+/// the running tests use each.
+static CREATED_MOUNT_POINTS: std::sync::Mutex<Vec<(PathBuf, usize)>> =
+    std::sync::Mutex::new(Vec::new());
 
 impl MountPoints {
     fn ensure(paths: &[&str]) -> MountPoints {
-        let mut created = Vec::new();
+        let mut created = CREATED_MOUNT_POINTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut ours = Vec::new();
         for p in paths {
-            let mut missing = Vec::new();
+            // The path and its ancestors, deepest first, up to one that
+            // existed before (and was not made by this process).
             let mut cur = Some(Path::new(p));
             while let Some(c) = cur {
-                if c.exists() {
+                if let Some(entry) = created.iter_mut().find(|(q, _)| q == c) {
+                    entry.1 += 1;
+                } else if c.exists() {
                     break;
+                } else {
+                    created.push((c.to_path_buf(), 1));
                 }
-                missing.push(c.to_path_buf());
+                ours.push(c.to_path_buf());
                 cur = c.parent();
             }
             std::fs::create_dir_all(p).unwrap();
-            created.extend(missing);
         }
-        MountPoints(created)
+        MountPoints(ours)
     }
 }
 
 impl Drop for MountPoints {
     fn drop(&mut self) {
+        let mut created = CREATED_MOUNT_POINTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         // Deepest first.
         for p in &self.0 {
-            let _ = std::fs::remove_dir(p);
+            if let Some(i) = created.iter().position(|(q, _)| q == p) {
+                created[i].1 -= 1;
+                if created[i].1 == 0 {
+                    created.remove(i);
+                    let _ = std::fs::remove_dir(p);
+                }
+            }
         }
     }
 }
