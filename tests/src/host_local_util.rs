@@ -74,8 +74,41 @@ impl DataDir {
 
 impl Drop for DataDir {
     fn drop(&mut self) {
+        // The networks' caches in /run, when reservations were left.
+        for e in std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if let Ok(cache) = host_local::store::cache_file(&e.path()) {
+                let _ = std::fs::remove_file(cache);
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.root);
     }
+}
+
+/// Names in a network directory that the Go plugin would not have there
+/// (anything but `<ip>`, `lock` and `last_reserved_ip.<n>`), sorted.
+pub fn not_go_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !is_go_file(n))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Whether the Go plugin keeps a file of this name in a network directory.
+pub fn is_go_file(name: &str) -> bool {
+    name == "lock"
+        || name.parse::<std::net::IpAddr>().is_ok()
+        || name
+            .strip_prefix("last_reserved_ip.")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Reservations (files named by an address) in `dir`: name -> content.

@@ -446,6 +446,11 @@ impl Invocation {
         self.stdin(conf.to_string())
     }
 
+    /// The environment it runs with (but PATH).
+    pub fn environment(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.env.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// Runs it with only the given environment (nothing inherited but PATH).
     pub fn run(&self) -> PluginOutput {
         let out = exec_plugin(

@@ -900,13 +900,10 @@ fn adds_killed_at_random_moments_leave_a_consistent_store() {
             }
         }
     }
-    let stale = d
-        .files()
-        .iter()
-        .filter(|f| f.starts_with(".rcni-tmp-"))
-        .count();
+    // No temp file, index or anything else the Go plugin would not have.
+    assert_eq!(not_go_files(&d.net_dir()), Vec::<String>::new());
     eprintln!(
-        "{finished} of 100 killed ADDs had finished before the kill; {} reservations, {stale} stale temp files",
+        "{finished} of 100 killed ADDs had finished before the kill; {} reservations",
         d.reservations().len()
     );
     let check_store = |phase: &str| {
@@ -943,11 +940,7 @@ fn adds_killed_at_random_moments_leave_a_consistent_store() {
     let r = add(&conf, "after", "eth0").ok();
     assert_eq!(result_ips(&r).len(), 2);
     check_store("after the next ADD");
-    assert!(
-        !d.files().iter().any(|f| f.starts_with(".rcni-tmp-")),
-        "{:?}",
-        d.files()
-    );
+    assert_eq!(not_go_files(&d.net_dir()), Vec::<String>::new());
     // an interrupted ADD may have left a reservation (the runtime DELs it);
     // DEL of every container then empties the store
     for round in 0..50 {
@@ -957,7 +950,10 @@ fn adds_killed_at_random_moments_leave_a_consistent_store() {
     }
     del(&conf, "warm", "eth0").ok();
     del(&conf, "after", "eth0").ok();
-    assert!(d.reservations().is_empty(), "{:?}", d.reservations());
+    assert_eq!(
+        d.files(),
+        ["last_reserved_ip.0", "last_reserved_ip.1", "lock"]
+    );
 }
 
 /// ADDs of the Go plugin and ours, alternating and in parallel on one
@@ -1157,4 +1153,202 @@ fn add_whose_caller_died_gives_the_address_back() {
     // A caller that stays gets its address as usual.
     let r = add(&conf, "orphan", "eth0").ok();
     assert_eq!(r["ips"][0]["address"], "10.1.77.3/24", "{r}");
+}
+
+/// What another process can observe of a network directory without the
+/// lock: every name with its content and inode, and the directory's mtime.
+type Observed = (BTreeMap<String, (Vec<u8>, u64)>, (i64, i64));
+
+fn observed(dir: &Path) -> Observed {
+    use std::os::unix::fs::MetadataExt;
+    let files = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let name = e.file_name().into_string().unwrap();
+            let data = std::fs::read(e.path()).unwrap();
+            (name, (data, e.metadata().unwrap().ino()))
+        })
+        .collect();
+    let m = std::fs::metadata(dir).unwrap();
+    (files, (m.mtime(), m.mtime_nsec()))
+}
+
+/// The network directory holds exactly what the Go plugin holds there:
+/// after ADD, after failed ADD, CHECK and STATUS (which change nothing at
+/// all), after GC and after the last DEL. The cache is elsewhere (in /run,
+/// when it can be written) and goes with the last DEL.
+#[test]
+fn the_network_directory_holds_only_the_go_plugins_files() {
+    let d = DataDir::new("hlgof");
+    let conf = d.conf(
+        "1.1.0",
+        json!({"ranges": [[{"subnet": "10.129.0.0/24"}], [{"subnet": "fd29:129::/64"}]]}),
+    );
+    let cache_written = is_root();
+    let go_after_add = |ips: &[&str]| {
+        let mut v: Vec<String> = ips.iter().map(|s| s.to_string()).collect();
+        v.extend(["last_reserved_ip.0", "last_reserved_ip.1", "lock"].map(String::from));
+        v.sort();
+        v
+    };
+
+    add(&conf, "c1", "eth0").ok();
+    assert_eq!(d.files(), go_after_add(&["10.129.0.2", "fd29:129::2"]));
+    let cache = host_local::store::cache_file(&d.net_dir()).unwrap();
+    assert_eq!(cache.is_file(), cache_written, "{}", cache.display());
+
+    // Failed ADD (the attachment has its addresses), failed and passing
+    // CHECK, STATUS: nothing changes, not even the directory's mtime.
+    let before = observed(&d.net_dir());
+    assert!(
+        add(&conf, "c1", "eth0").err()["msg"]
+            .as_str()
+            .unwrap()
+            .contains("c1")
+    );
+    check(&conf, "c9", "eth0").err();
+    check(&conf, "c1", "eth0").ok();
+    status(&conf).ok();
+    assert_eq!(observed(&d.net_dir()), before);
+
+    for c in ["c2", "c3"] {
+        add(&conf, c, "eth0").ok();
+    }
+    assert_eq!(
+        d.files(),
+        go_after_add(&[
+            "10.129.0.2",
+            "10.129.0.3",
+            "10.129.0.4",
+            "fd29:129::2",
+            "fd29:129::3",
+            "fd29:129::4"
+        ])
+    );
+    gc(&with_attachments(
+        &conf,
+        "cni.dev/valid-attachments",
+        json!([{"containerID": "c1", "ifname": "eth0"}]),
+    ))
+    .ok();
+    assert_eq!(d.files(), go_after_add(&["10.129.0.2", "fd29:129::2"]));
+    assert_eq!(cache.is_file(), cache_written);
+
+    del(&conf, "c1", "eth0").ok();
+    assert_eq!(d.files(), go_after_add(&[]));
+    assert!(!cache.exists(), "the last DEL leaves {}", cache.display());
+
+    // A range with one free address: the second ADD fails, changing
+    // nothing; so does STATUS, which reports the range full.
+    let small = DataDir::new("hlgos");
+    let conf = small.conf("1.1.0", json!({"subnet": "10.129.1.0/30"}));
+    add(&conf, "a", "eth0").ok();
+    let before = observed(&small.net_dir());
+    let e = add(&conf, "b", "eth0").err();
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .contains("no IP addresses available"),
+        "{e}"
+    );
+    assert_eq!(status(&conf).err()["code"], 50);
+    assert_eq!(observed(&small.net_dir()), before);
+    assert_eq!(small.files(), ["10.129.1.2", "last_reserved_ip.0", "lock"]);
+    del(&conf, "a", "eth0").ok();
+    assert_eq!(small.files(), ["last_reserved_ip.0", "lock"]);
+}
+
+/// A plugin run through `wrapper` (a program and its arguments, then the
+/// plugin's path), with the environment of a runtime.
+fn run_wrapped(
+    wrapper: &[&str],
+    command: &str,
+    conf: &Value,
+    cid: &str,
+) -> rcni_tests::PluginOutput {
+    let inv = invocation(&ours(), command, conf, cid, "eth0");
+    let mut args: Vec<String> = wrapper[1..].iter().map(|s| s.to_string()).collect();
+    args.push(ours().display().to_string());
+    let out = std::process::Command::new(wrapper[0])
+        .args(&args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(inv.environment())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(conf.to_string().as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    rcni_tests::PluginOutput {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Where the cache cannot be written (a read-only /run, another user),
+/// host-local works as usual, on the slow path, without a word on stderr.
+#[test]
+fn without_a_writable_cache_host_local_still_works() {
+    if rcni_tests::skip_unless_root("without_a_writable_cache_host_local_still_works") {
+        return;
+    }
+    let ro_run = [
+        "unshare",
+        "-m",
+        "sh",
+        "-c",
+        "mkdir -p /run/cni-rcni && mount -t tmpfs -o ro tmpfs /run/cni-rcni && exec \"$0\"",
+    ];
+    let nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    for (i, wrapper) in [&ro_run[..], &nobody[..]].into_iter().enumerate() {
+        let d = DataDir::new("hlnoc");
+        std::fs::create_dir_all(d.path()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let conf = d.conf("1.1.0", json!({"subnet": format!("10.129.{}.0/24", 2 + i)}));
+        for c in ["n1", "n2", "n3"] {
+            let out = run_wrapped(wrapper, "ADD", &conf, c);
+            assert_eq!(out.stderr, "", "{wrapper:?}");
+            out.ok();
+        }
+        let cache = host_local::store::cache_file(&d.net_dir()).unwrap();
+        assert!(!cache.exists(), "{wrapper:?} wrote {}", cache.display());
+        // Each session read everything: the duplicate is still found.
+        let out = run_wrapped(wrapper, "ADD", &conf, "n2");
+        assert!(
+            out.err()["msg"].as_str().unwrap().contains("n2"),
+            "{wrapper:?}"
+        );
+        let out = run_wrapped(wrapper, "CHECK", &conf, "n3");
+        assert_eq!(
+            (out.code, out.stderr.as_str()),
+            (0, ""),
+            "{wrapper:?} {out:?}"
+        );
+        for c in ["n1", "n2", "n3"] {
+            let out = run_wrapped(wrapper, "DEL", &conf, c);
+            assert_eq!(
+                (out.code, out.stderr.as_str()),
+                (0, ""),
+                "{wrapper:?} {out:?}"
+            );
+        }
+        assert_eq!(d.files(), ["last_reserved_ip.0", "lock"], "{wrapper:?}");
+    }
 }

@@ -17,6 +17,7 @@
 mod common;
 
 use common::{cni_env, diff, say, set_env, snapshot};
+use rcni_tests::host_local_util;
 use rcni_tests::tempdir::TempDir;
 use rcni_tests::{FIREWALL_TOOLS, Netns, bin, skip_unless, unique};
 use serde_json::{Value, json};
@@ -159,20 +160,17 @@ fn torn_files(net_dir: &Path, cids: &[String]) -> Vec<String> {
     bad
 }
 
-/// Reservations and temp files left in the network directory.
+/// What is left in the network directory after the DEL but `lock` and
+/// `last_reserved_ip.<n>` (exactly the Go plugin's files after its last
+/// DEL): reservations, and anything the Go plugin would not have there.
 fn leftover_files(net_dir: &Path) -> Vec<String> {
     std::fs::read_dir(net_dir)
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| {
-            n.parse::<std::net::IpAddr>().is_ok()
-                || n.starts_with(".rcni-tmp")
-                // tuning's saved values and their temporary files
-                || n.ends_with(".json")
-                || n.ends_with(".tmp")
-        })
+        // For tuning (its dataDir): its saved values and their temp files.
+        .filter(|n| !host_local_util::is_go_file(n) || n.parse::<std::net::IpAddr>().is_ok())
         .collect()
 }
 
@@ -405,6 +403,18 @@ fn kill9(plugin: &'static str, n: u8) {
         if !bad.is_empty() {
             torn += 1;
             problems.push(format!("run {i}: torn reservations {bad:?}"));
+        }
+        // No temp file or cache is ever visible in host-local's network
+        // directory, not even after a kill.
+        let foreign = if plugin == "tuning" {
+            Vec::new()
+        } else {
+            host_local_util::not_go_files(&lab.net_dir)
+        };
+        if !foreign.is_empty() {
+            problems.push(format!(
+                "run {i}: after the kill, not the Go plugin's files: {foreign:?}"
+            ));
         }
         // The runtime's DEL after a failed ADD.
         let mut del_env = lab.env("DEL", &cid);

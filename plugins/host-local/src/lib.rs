@@ -87,7 +87,8 @@ impl Plugin for HostLocal {
                 args.container_id
             ))
         };
-        let Some(store) = Store::open_existing(&conf.network_dir())? else {
+        // Reads only: a failed CHECK changes nothing in the directory.
+        let Some(store) = Store::open_for_reading(&conf.network_dir())? else {
             return Err(not_found());
         };
         // A verified hit from the fast path is final; a miss is confirmed
@@ -132,7 +133,8 @@ impl Plugin for HostLocal {
                 format!("ipam.dataDir: \"{}\"", conf.data_dir.display()),
             )
         };
-        match Store::open_existing(&dir) {
+        // Changes nothing in the directory (probes with an unnamed file).
+        match Store::open_for_reading(&dir) {
             Ok(Some(store)) => store.probe_write().map_err(|e| unavailable(e.msg))?,
             Ok(None) => creatable(&dir).map_err(unavailable)?,
             Err(e) => return Err(unavailable(e.msg)),
@@ -160,12 +162,16 @@ impl Plugin for HostLocal {
 }
 
 /// Whether `dir` could be created: its nearest existing ancestor is a
-/// directory we can create entries in (probed with a temp directory).
+/// directory we can create entries in (probed with an unnamed file, which
+/// changes nothing there; without `O_TMPFILE`, with a temp directory).
 fn creatable(dir: &Path) -> Result<(), String> {
     let mut p = dir;
     loop {
         match fs::metadata(p) {
             Ok(m) if m.is_dir() => {
+                if let Some(r) = store::probe_unnamed(p) {
+                    return r.map_err(|e| format!("cannot create {}: {e}", dir.display()));
+                }
                 let probe = p.join(format!(".rcni-status-{}", std::process::id()));
                 return fs::create_dir(&probe)
                     .and_then(|()| fs::remove_dir(&probe))

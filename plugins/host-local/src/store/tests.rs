@@ -21,6 +21,21 @@ impl TempDir {
     fn net(&self) -> PathBuf {
         self.0.join("net")
     }
+    /// The cache directory of this test's stores (not /run).
+    fn cache(&self) -> PathBuf {
+        self.0.join("cache")
+    }
+    /// A store of `net()`, with its cache in `cache()`.
+    fn store(&self) -> Store {
+        Store::create(&self.net())
+            .unwrap()
+            .with_cache_dir(self.cache())
+    }
+    /// The index file of `net()`.
+    fn index(&self) -> PathBuf {
+        let m = fs::metadata(self.net()).unwrap();
+        self.cache().join(cache_name(m.dev(), m.ino()))
+    }
 }
 
 impl Drop for TempDir {
@@ -59,7 +74,7 @@ fn set24(subnet: &str) -> RangeSet {
 #[test]
 fn create_makes_dir_and_lock_with_reference_modes() {
     let t = TempDir::new("create");
-    let s = Store::create(&t.net()).unwrap();
+    let s = t.store();
     assert_eq!(s.dir(), t.net());
     let mode = fs::metadata(t.net()).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode & 0o700, 0o700);
@@ -75,7 +90,7 @@ fn create_makes_dir_and_lock_with_reference_modes() {
 #[test]
 fn claim_writes_complete_files_and_last_reserved() {
     let t = TempDir::new("claim");
-    let s = Store::create(&t.net()).unwrap();
+    let s = t.store();
     {
         let mut ss = s.session(Sync::Fast).unwrap();
         assert!(ss.reserve("  cid1 ", "eth0", ip("10.0.0.2"), 0).unwrap());
@@ -110,11 +125,10 @@ fn claim_writes_complete_files_and_last_reserved() {
         .mode()
         & 0o777;
     assert_eq!(mode, 0o600);
-    // no temp file is left, the index exists
+    // exactly the Go plugin's files (no temp file, the index is elsewhere)
     assert_eq!(
         names(&t.net()),
         [
-            ".rcni-index",
             "10.0.0.2",
             "2001:db8::2",
             "last_reserved_ip.0",
@@ -127,7 +141,7 @@ fn claim_writes_complete_files_and_last_reserved() {
 #[test]
 fn last_reserved_is_rewritten_in_place_unless_shorter() {
     let t = TempDir::new("lastres");
-    let s = Store::create(&t.net()).unwrap();
+    let s = t.store();
     let file = t.net().join("last_reserved_ip.0");
     let inode = || fs::metadata(&file).unwrap().ino();
     let mut ss = s.session(Sync::Fast).unwrap();
@@ -146,16 +160,13 @@ fn last_reserved_is_rewritten_in_place_unless_shorter() {
     assert_eq!(fs::read(&file).unwrap(), b"10.0.1.0");
     assert_ne!(inode(), first);
     drop(ss);
-    assert_eq!(
-        names(&t.net()),
-        [".rcni-index", "last_reserved_ip.0", "lock"]
-    );
+    assert_eq!(names(&t.net()), ["last_reserved_ip.0", "lock"]);
 }
 
 #[test]
 fn owned_and_release_follow_the_reference() {
     let t = TempDir::new("release");
-    let s = Store::create(&t.net()).unwrap();
+    let s = t.store();
     fs::write(t.net().join("10.0.0.5"), "legacy").unwrap();
     fs::write(t.net().join("10.0.0.6"), " legacy\n").unwrap();
     {
@@ -183,13 +194,13 @@ fn owned_and_release_follow_the_reference() {
         assert!(ss.release("unknown", "eth0").unwrap().is_empty());
         assert_eq!(ss.release("a", "eth1").unwrap(), [ip("10.0.0.3")]);
     }
-    assert_eq!(names(&t.net()), [".rcni-index", "10.0.0.2", "lock"]);
+    assert_eq!(names(&t.net()), ["10.0.0.2", "lock"]);
 }
 
 #[test]
 fn index_makes_the_next_sessions_read_and_list_nothing() {
     let t = TempDir::new("index");
-    let s = Store::create(&t.net()).unwrap();
+    let s = t.store();
     {
         let mut ss = s.session(Sync::Fast).unwrap();
         assert!(!ss.stats().index_used && ss.stats().listed);
@@ -227,7 +238,7 @@ fn index_makes_the_next_sessions_read_and_list_nothing() {
 #[test]
 fn many_taken_candidates_list_the_names_once() {
     let t = TempDir::new("taken");
-    let s = Store::create(&t.net()).unwrap();
+    let s = t.store();
     let set = set24("10.8.0.0/24");
     {
         let mut ss = s.session(Sync::Fast).unwrap();
@@ -248,7 +259,7 @@ fn many_taken_candidates_list_the_names_once() {
 #[test]
 fn foreign_writers_are_seen() {
     let t = TempDir::new("foreign");
-    let s = Store::create(&t.net()).unwrap();
+    let s = t.store();
     {
         let mut ss = s.session(Sync::Fast).unwrap();
         ss.claim("a", "eth0", ip("10.0.0.2")).unwrap();
@@ -278,12 +289,12 @@ fn foreign_writers_are_seen() {
 #[test]
 fn untrusted_index_falls_back_to_reading() {
     let t = TempDir::new("corrupt");
-    let s = Store::create(&t.net()).unwrap();
+    let s = t.store();
     {
         let mut ss = s.session(Sync::Fast).unwrap();
         ss.claim("a", "eth0", ip("10.0.0.2")).unwrap();
     }
-    let path = t.net().join(INDEX_FILE);
+    let path = t.index();
     let good = fs::read_to_string(&path).unwrap();
     assert!(good.starts_with("rcni-index v2 "), "{good}");
     assert!(s.session(Sync::Fast).unwrap().stats().index_used);
@@ -309,17 +320,20 @@ fn untrusted_index_falls_back_to_reading() {
 #[test]
 fn a_session_killed_while_changing_leaves_an_untrusted_index() {
     let t = TempDir::new("killed");
-    let s = Store::create(&t.net()).unwrap();
-    drop(s.session(Sync::Full).unwrap());
+    let s = t.store();
+    s.session(Sync::Full)
+        .unwrap()
+        .claim("z", "eth0", ip("10.0.0.9"))
+        .unwrap();
     let mut ss = s.session(Sync::Fast).unwrap();
     assert!(ss.stats().index_used);
     ss.claim("a", "eth0", ip("10.0.0.2")).unwrap();
     // as if killed here: the stamp was zeroed before the first change
-    let text = fs::read_to_string(t.net().join(INDEX_FILE)).unwrap();
+    let text = fs::read_to_string(t.index()).unwrap();
     assert!(text.starts_with(&header(None)), "{text}");
     std::mem::forget(ss);
-    s.lock.unlock().unwrap(); // what the kernel does for a dead process
-    let s2 = Store::create(&t.net()).unwrap();
+    s.unlock(); // what the kernel does for a dead process
+    let s2 = t.store();
     let mut ss = s2.session(Sync::Fast).unwrap();
     assert!(!ss.stats().index_used);
     assert_eq!(ss.owned_by("a", "eth0"), [ip("10.0.0.2")]);
@@ -328,22 +342,36 @@ fn a_session_killed_while_changing_leaves_an_untrusted_index() {
 #[test]
 fn stale_temp_files_are_removed_under_the_lock() {
     let t = TempDir::new("stale");
-    let s = Store::create(&t.net()).unwrap();
+    let s = t.store();
     fs::write(t.net().join(".rcni-tmp-1-1"), "dead\r\neth0").unwrap();
     fs::write(t.net().join(".rcni-tmp-1-2"), "").unwrap();
+    // and the index that earlier versions kept here
+    fs::write(t.net().join(".rcni-index"), "rcni-index v2 …").unwrap();
+    let before = names(&t.net());
+    // a reader (CHECK) changes nothing
+    let reader = Store::open_for_reading(&t.net())
+        .unwrap()
+        .unwrap()
+        .with_cache_dir(t.cache());
+    {
+        let mut ss = reader.session(Sync::Full).unwrap();
+        assert_eq!(ss.stats().stale_removed, 0);
+        assert!(ss.owned_by("dead", "eth0").is_empty());
+    }
+    assert_eq!(names(&t.net()), before);
     {
         let mut ss = s.session(Sync::Fast).unwrap();
-        assert_eq!(ss.stats().stale_removed, 2);
+        assert_eq!(ss.stats().stale_removed, 3);
         // temp files are never reservations
         assert!(ss.owned_by("dead", "eth0").is_empty());
     }
-    assert_eq!(names(&t.net()), [".rcni-index", "lock"]);
+    assert_eq!(names(&t.net()), ["lock"]);
 }
 
 #[test]
 fn gc_keeps_valid_attachments_only() {
     let t = TempDir::new("gc");
-    let s = Store::create(&t.net()).unwrap();
+    let s = t.store();
     {
         let mut ss = s.session(Sync::Fast).unwrap();
         ss.reserve("keep", "eth0", ip("10.0.0.2"), 0).unwrap();
@@ -369,7 +397,6 @@ fn gc_keeps_valid_attachments_only() {
     assert_eq!(
         names(&t.net()),
         [
-            ".rcni-index",
             "10.0.0.2",
             "10.0.0.6",
             "last_reserved_ip.0",
@@ -381,17 +408,16 @@ fn gc_keeps_valid_attachments_only() {
     let mut ss = s.session(Sync::Full).unwrap();
     assert_eq!(ss.gc(&[]).unwrap().len(), 2);
     drop(ss);
-    assert_eq!(
-        names(&t.net()),
-        [".rcni-index", "last_reserved_ip.0", "lock", "notes"]
-    );
+    assert_eq!(names(&t.net()), ["last_reserved_ip.0", "lock", "notes"]);
+    // nothing is reserved any more: the index is gone too
+    assert!(!t.index().exists());
 }
 
 #[test]
 fn reserved_ips_lists_names_only() {
     let t = TempDir::new("list");
     assert!(reserved_ips(&t.net()).unwrap().is_empty());
-    let s = Store::create(&t.net()).unwrap();
+    let s = t.store();
     s.probe_write().unwrap();
     fs::write(t.net().join("10.0.0.5"), "x").unwrap();
     fs::write(t.net().join("::ffff:10.0.0.6"), "x").unwrap();
@@ -405,15 +431,17 @@ fn reserved_ips_lists_names_only() {
 fn threads_never_share_an_address() {
     let t = TempDir::new("threads");
     let dir = t.net();
+    let cache = t.cache();
     let set = set24("10.7.0.0/24");
     let got: Vec<IpAddr> = std::thread::scope(|sc| {
         let handles: Vec<_> = (0..8)
             .map(|th| {
                 let dir = dir.clone();
+                let cache = cache.clone();
                 let set = set.clone();
                 sc.spawn(move || {
                     // one Store per thread: its own lock fd, as separate processes
-                    let store = Store::create(&dir).unwrap();
+                    let store = Store::create(&dir).unwrap().with_cache_dir(cache);
                     (0..25)
                         .map(|i| {
                             let mut ss = store.session(Sync::Fast).unwrap();
@@ -445,8 +473,11 @@ fn threads_never_share_an_address() {
 #[test]
 fn released_again_in_the_same_session_leaves_no_index_line() {
     let t = TempDir::new("rollback");
-    let s = Store::create(&t.net()).unwrap();
-    drop(s.session(Sync::Full).unwrap());
+    let s = t.store();
+    s.session(Sync::Full)
+        .unwrap()
+        .claim("z", "eth0", ip("10.0.0.9"))
+        .unwrap();
     {
         let mut ss = s.session(Sync::Fast).unwrap();
         assert!(ss.stats().index_used);
@@ -454,7 +485,7 @@ fn released_again_in_the_same_session_leaves_no_index_line() {
         assert!(ss.reserve("a", "eth0", ip("10.0.0.3"), 1).unwrap());
         ss.unreserve(&[ip("10.0.0.2")]).unwrap();
     }
-    let text = fs::read_to_string(t.net().join(INDEX_FILE)).unwrap();
+    let text = fs::read_to_string(t.index()).unwrap();
     assert!(
         !text.contains(" 10.0.0.2\n") && text.contains(" 10.0.0.3\n"),
         "{text}"
@@ -462,4 +493,117 @@ fn released_again_in_the_same_session_leaves_no_index_line() {
     let mut ss = s.session(Sync::Fast).unwrap();
     assert!(ss.stats().index_used);
     assert_eq!(ss.owned_by("a", "eth0"), [ip("10.0.0.3")]);
+}
+
+#[test]
+fn no_temp_file_is_ever_visible() {
+    let t = TempDir::new("unnamed");
+    let s = t.store();
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(ss.claim("a", "eth0", ip("10.0.0.2")).unwrap());
+    // taken (by a file this session has not seen): the claim's temp file
+    // is kept for the next candidate, unnamed
+    fs::write(t.net().join("10.0.0.3"), "go\r\neth0").unwrap();
+    assert!(!ss.claim("b", "eth0", ip("10.0.0.3")).unwrap());
+    assert!(matches!(ss.claim_tmp, Some((Tmp::Unnamed(_), _))));
+    assert_eq!(names(&t.net()), ["10.0.0.2", "10.0.0.3", "lock"]);
+    // a shorter last_reserved_ip replaces the file through an unnamed one
+    ss.set_last_reserved(0, ip("10.0.0.255")).unwrap();
+    ss.set_last_reserved(0, ip("10.0.1.0")).unwrap();
+    assert_eq!(
+        fs::read(t.net().join("last_reserved_ip.0")).unwrap(),
+        b"10.0.1.0"
+    );
+    assert!(ss.claim("b", "eth0", ip("10.0.0.4")).unwrap());
+    drop(ss);
+    assert_eq!(
+        names(&t.net()),
+        [
+            "10.0.0.2",
+            "10.0.0.3",
+            "10.0.0.4",
+            "last_reserved_ip.0",
+            "lock"
+        ]
+    );
+    assert_eq!(fs::read(t.net().join("10.0.0.4")).unwrap(), b"b\r\neth0");
+    assert_eq!(fs::read(t.net().join("10.0.0.2")).unwrap(), b"a\r\neth0");
+}
+
+#[test]
+fn without_a_writable_cache_every_session_reads_everything() {
+    let t = TempDir::new("nocache");
+    fs::create_dir_all(&t.0).unwrap();
+    // the cache directory's place is taken by a file: nothing can be written
+    fs::write(t.cache(), "").unwrap();
+    let s = t.store();
+    for i in 2..6 {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert!(!ss.stats().index_used && ss.stats().listed);
+        assert!(ss.owned_by(&format!("c{i}"), "eth0").is_empty());
+        assert!(
+            ss.reserve(&format!("c{i}"), "eth0", ip(&format!("10.0.0.{i}")), 0)
+                .unwrap()
+        );
+    }
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(!ss.stats().index_used);
+    assert_eq!(ss.owned_by("c3", "eth0"), [ip("10.0.0.3")]);
+    assert_eq!(ss.release("c3", "eth0").unwrap(), [ip("10.0.0.3")]);
+    drop(ss);
+    assert_eq!(
+        names(&t.net()),
+        [
+            "10.0.0.2",
+            "10.0.0.4",
+            "10.0.0.5",
+            "last_reserved_ip.0",
+            "lock"
+        ]
+    );
+}
+
+#[test]
+fn each_network_directory_has_its_own_cache() {
+    let t = TempDir::new("keys");
+    let a = t.store();
+    let b_dir = t.0.join("other");
+    let b = Store::create(&b_dir).unwrap().with_cache_dir(t.cache());
+    a.session(Sync::Fast)
+        .unwrap()
+        .claim("x", "eth0", ip("10.0.0.2"))
+        .unwrap();
+    b.session(Sync::Fast)
+        .unwrap()
+        .claim("x", "eth0", ip("10.0.0.2"))
+        .unwrap();
+    assert_eq!(names(&t.cache()).len(), 2);
+    assert_ne!(cache_file(&t.net()).unwrap(), cache_file(&b_dir).unwrap());
+    // both are trusted afterwards
+    assert!(a.session(Sync::Fast).unwrap().stats().index_used);
+    assert!(b.session(Sync::Fast).unwrap().stats().index_used);
+}
+
+#[test]
+fn without_o_tmpfile_named_temp_files_are_used_and_removed() {
+    let t = TempDir::new("named");
+    let s = t.store();
+    let mut ss = s.session(Sync::Fast).unwrap();
+    ss.unnamed_tmp = false; // as on a file system without O_TMPFILE
+    fs::write(t.net().join("10.0.0.2"), "go\r\neth0").unwrap();
+    assert!(!ss.claim("a", "eth0", ip("10.0.0.2")).unwrap());
+    assert!(matches!(ss.claim_tmp, Some((Tmp::Named(_), _))));
+    assert!(ss.claim("a", "eth0", ip("10.0.0.3")).unwrap());
+    ss.set_last_reserved(0, ip("10.0.0.255")).unwrap();
+    ss.set_last_reserved(0, ip("10.0.1.0")).unwrap();
+    drop(ss);
+    assert_eq!(
+        names(&t.net()),
+        ["10.0.0.2", "10.0.0.3", "last_reserved_ip.0", "lock"]
+    );
+    assert_eq!(fs::read(t.net().join("10.0.0.3")).unwrap(), b"a\r\neth0");
+    assert_eq!(
+        fs::read(t.net().join("last_reserved_ip.0")).unwrap(),
+        b"10.0.1.0"
+    );
 }
