@@ -350,7 +350,12 @@ pub fn add_lines(
 /// shared jumps are there. `None` (read the table with `iptables-save`)
 /// unless it is certain that no rule or record of `ips` exists yet, which
 /// is the case of a new container.
-fn known_state(family: Family, conf: &Conf, ips: &[IpAddr]) -> Option<Table> {
+fn known_state(
+    family: Family,
+    conf: &Conf,
+    ips: &[IpAddr],
+    isolation: Option<(&str, IngressPolicy)>,
+) -> Option<Table> {
     let octets = |ip: &IpAddr| -> Vec<u8> {
         match ip {
             IpAddr::V4(a) => a.octets().to_vec(),
@@ -392,7 +397,69 @@ fn known_state(family: Family, conf: &Conf, ips: &[IpAddr]) -> Option<Table> {
             admin_jump(&conf.admin_chain)
         ));
     }
+    if let Some((bridge, _)) = isolation {
+        text.push_str(&known_isolation(family, &top, bridge)?);
+    }
     Some(Table::from_text(text))
+}
+
+/// The isolation rules that [`isolate`] looks for, as read over netlink
+/// (`-i`/`-o` match on the name padded with NULs): the jump from FORWARD,
+/// this bridge's rules and the RETURNs. `None` when a v1.1.1 spelling is
+/// there (the full path replaces it) or a rule is not understood.
+fn known_isolation(family: Family, top: &[iptables::RuleSummary], bridge: &str) -> Option<String> {
+    let shared = "CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)";
+    let old = "CNI firewall plugin rules (ingressPolicy: same-bridge)";
+    let is_bridge = |v: &Vec<u8>| {
+        v.len() > bridge.len()
+            && v.starts_with(bridge.as_bytes())
+            && v[bridge.len()..].iter().all(|b| *b == 0)
+    };
+    let mut text = String::new();
+    for chain in [STAGE1_CHAIN, STAGE2_CHAIN] {
+        if iptables::nft_chain_exists(family, TABLE, chain)? {
+            text.push_str(&format!(":{chain} - [0:0]\n"));
+        }
+    }
+    for r in top.iter().filter(|r| r.jumps == [STAGE1_CHAIN]) {
+        if iptables::xt_comment(r)? != shared {
+            return None;
+        }
+        text.push_str(&format!(
+            "-A FORWARD -m comment --comment {} -j {STAGE1_CHAIN}\n",
+            quote(shared)
+        ));
+    }
+    let stage1 = iptables::nft_rules(family, TABLE, STAGE1_CHAIN)?;
+    let stage2 = iptables::nft_rules(family, TABLE, STAGE2_CHAIN)?;
+    let all = stage1
+        .iter()
+        .map(|r| (STAGE1_CHAIN, r))
+        .chain(stage2.iter().map(|r| (STAGE2_CHAIN, r)));
+    for (chain, r) in all {
+        let comment = iptables::xt_comment(r)?;
+        let q = quote(&comment);
+        let mine = !r.values.is_empty() && r.values.iter().all(is_bridge);
+        let line = match (chain, r.jumps.as_slice(), r.values.len()) {
+            // The RETURN at the end of each chain.
+            (_, [], 0) if comment == shared => format!("-m comment --comment {q} -j RETURN"),
+            (_, [], 0) if comment == old => return None,
+            (STAGE1_CHAIN, [to], 2) if to == STAGE2_CHAIN && mine => {
+                format!("-i {bridge} ! -o {bridge} -m comment --comment {q} -j {STAGE2_CHAIN}")
+            }
+            (STAGE1_CHAIN, [], 2) if mine => {
+                format!("-i {bridge} -o {bridge} -m comment --comment {q} -j DROP")
+            }
+            (STAGE2_CHAIN, [], 1) if mine && comment == shared => {
+                format!("-o {bridge} -m comment --comment {q} -j DROP")
+            }
+            (STAGE2_CHAIN, [], 1) if comment == old => return None,
+            // Another bridge's rules: nothing ADD looks for.
+            _ => continue,
+        };
+        text.push_str(&format!("-A {chain} {line}\n"));
+    }
+    Some(text)
 }
 
 /// ADD: one transaction per family.
@@ -408,12 +475,11 @@ pub fn add(
             .copied()
             .filter(|ip| Family::of(*ip) == family)
             .collect();
-        let table = match isolation
-            .is_none()
-            .then(|| known_state(family, conf, &mine))
-        {
-            Some(Some(t)) => t,
-            _ => iptables::save_unless_absent(family, TABLE, &our_chains(conf)).map_err(ipt_err)?,
+        let table = match known_state(family, conf, &mine, isolation) {
+            Some(t) => t,
+            None => {
+                iptables::save_unless_absent(family, TABLE, &our_chains(conf)).map_err(ipt_err)?
+            }
         };
         let lines = add_lines(&table, conf, att, &mine, isolation);
         iptables::restore(family, TABLE, &lines).map_err(ipt_err)?;
