@@ -450,7 +450,7 @@ pub fn check_allowlist(sysctl: &Sysctls, text: &str) -> Result<(), CniError> {
     let res = lines
         .iter()
         .map(|l| {
-            regex_lite::Regex::new(l)
+            crate::regex::Regex::new(l)
                 .map_err(|e| CniError::invalid_config(format!("allowlist {ALLOWLIST}: {l:?}: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -3,6 +3,7 @@
 //! interface, saves the original values and puts them back on DEL.
 
 mod config;
+mod regex;
 mod state;
 mod tune;
 
