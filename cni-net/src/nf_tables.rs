@@ -4,19 +4,41 @@
 
 use crate::IpFamily;
 use crate::error::NetError;
-use crate::nl::{NETLINK_NETFILTER, Socket, gaps};
-use netlink_packet_netfilter::nftables::{
-    Bitwise, ChainAttribute, ChainMessage, Cmp, DataAttribute, ExpressionAttribute, Expressions,
-    Immediate, ListAttribute, NfTablesMessage, RuleAttribute, RuleMessage, VerdictAttribute,
-};
-use netlink_packet_netfilter::{
-    NetfilterHeader, NetfilterMessage, NetfilterMessageInner, NetfilterProtoFamily,
-};
+use crate::nl::nfnl::{Conn, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, Request, attrs, find_attr};
 
-/// NFTA_MATCH_NAME/NFTA_TARGET_NAME and …_INFO share their numbers; the
-/// crate has no type for them (`Expressions::Other`).
+const NFNL_SUBSYS_NFTABLES: u16 = 10;
+const NFT_MSG_GETCHAIN: u16 = 4;
+const NFT_MSG_NEWRULE: u16 = 6;
+const NFT_MSG_GETRULE: u16 = 7;
+const NFTA_CHAIN_TABLE: u16 = 1;
+const NFTA_CHAIN_NAME: u16 = 3;
+const NFTA_RULE_TABLE: u16 = 1;
+const NFTA_RULE_CHAIN: u16 = 2;
+const NFTA_RULE_HANDLE: u16 = 3;
+const NFTA_RULE_EXPRESSIONS: u16 = 4;
+const NFTA_LIST_ELEM: u16 = 1;
+const NFTA_EXPR_NAME: u16 = 1;
+const NFTA_EXPR_DATA: u16 = 2;
+const NFTA_DATA_VALUE: u16 = 1;
+const NFTA_DATA_VERDICT: u16 = 2;
+const NFTA_VERDICT_CHAIN: u16 = 2;
+const NFTA_IMMEDIATE_DATA: u16 = 2;
+const NFTA_BITWISE_MASK: u16 = 4;
+const NFTA_BITWISE_XOR: u16 = 5;
+const NFTA_CMP_DATA: u16 = 3;
+/// NFTA_MATCH_NAME/NFTA_TARGET_NAME and …_INFO share their numbers.
 const NFTA_XT_NAME: u16 = 1;
 const NFTA_XT_INFO: u16 = 3;
+
+fn cstr(s: &str) -> Vec<u8> {
+    let mut v = s.as_bytes().to_vec();
+    v.push(0);
+    v
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b.split(|c| *c == 0).next().unwrap_or_default()).into_owned()
+}
 
 /// What one rule does, as far as these queries need to know.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,39 +79,41 @@ impl From<IpFamily> for NfFamily {
 
 /// A netlink socket for nf_tables queries in one address family.
 pub struct NfTables {
-    sock: Socket<NetfilterMessage>,
-    family: NetfilterProtoFamily,
+    conn: Conn,
+    af: u8,
 }
 
 impl NfTables {
     /// Opens a socket in the calling thread's namespace for `family`'s tables.
     pub fn open(family: impl Into<NfFamily>) -> Result<NfTables, NetError> {
-        let family = match family.into() {
-            NfFamily::Inet => NetfilterProtoFamily::Inet,
-            NfFamily::Ip => NetfilterProtoFamily::IPv4,
-            NfFamily::Ip6 => NetfilterProtoFamily::IPv6,
+        // NFPROTO_INET, NFPROTO_IPV4, NFPROTO_IPV6.
+        let af = match family.into() {
+            NfFamily::Inet => 1u8,
+            NfFamily::Ip => 2u8,
+            NfFamily::Ip6 => 10u8,
         };
         Ok(NfTables {
-            sock: Socket::open(NETLINK_NETFILTER, "nf_tables")?,
-            family,
+            conn: Conn::open(netlink_sys::protocols::NETLINK_NETFILTER, "nf_tables")?,
+            af,
         })
-    }
-
-    fn message(&self, inner: NfTablesMessage) -> NetfilterMessage {
-        NetfilterMessage::new(NetfilterHeader::new(self.family, 0, 0), inner)
     }
 
     /// True when `chain` exists in `table`. A missing table is `false`.
     pub fn chain_exists(&mut self, table: &str, chain: &str) -> Result<bool, NetError> {
-        let m = ChainMessage {
-            attributes: vec![
-                ChainAttribute::Table(table.to_string()),
-                ChainAttribute::Name(chain.to_string()),
-            ],
-        };
-        let req = self.message(NfTablesMessage::GetChain(m));
-        match self.sock.get(&req, &format!("get chain {table} {chain}")) {
-            Ok(found) => Ok(found.is_some()),
+        let mut req = Request::new(
+            (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETCHAIN,
+            NLM_F_REQUEST | NLM_F_ACK,
+            &[self.af, 0, 0, 0],
+        );
+        req.attr(NFTA_CHAIN_TABLE, &cstr(table));
+        req.attr(NFTA_CHAIN_NAME, &cstr(chain));
+        let mut found = false;
+        match self
+            .conn
+            .request(req, &format!("get chain {table} {chain}"), |_, _| {
+                found = true
+            }) {
+            Ok(()) => Ok(found),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
         }
@@ -98,121 +122,92 @@ impl NfTables {
     /// The rules of `chain` in `table`, in order; none when the chain or
     /// table does not exist.
     pub fn chain_rules(&mut self, table: &str, chain: &str) -> Result<Vec<RuleSummary>, NetError> {
-        let req = self.message(NfTablesMessage::GetRule(RuleMessage {
-            attributes: vec![
-                RuleAttribute::Table(table.to_string()),
-                RuleAttribute::Chain(chain.to_string()),
-            ],
-        }));
-        let got = self.sock.dump(
-            || req.clone(),
+        let mut req = Request::new(
+            (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE,
+            NLM_F_REQUEST | NLM_F_DUMP,
+            &[self.af, 0, 0, 0],
+        );
+        req.attr(NFTA_RULE_TABLE, &cstr(table));
+        req.attr(NFTA_RULE_CHAIN, &cstr(chain));
+        let mut rules = Vec::new();
+        let got = self.conn.request(
+            req,
             &format!("list rules of {table} {chain}"),
-            |m| match m.inner {
-                NetfilterMessageInner::NfTables(NfTablesMessage::NewRule(r))
-                    if r.attributes
-                        .iter()
-                        .any(|a| matches!(a, RuleAttribute::Chain(c) if c == chain)) =>
+            |kind, payload| {
+                if kind & 0xff == NFT_MSG_NEWRULE
+                    && let Some(body) = payload.get(4..)
+                    && find_attr(body, NFTA_RULE_CHAIN).map(text).as_deref() == Some(chain)
                 {
-                    Some(summarize(r.attributes))
+                    rules.push(summarize(body));
                 }
-                _ => None,
             },
         );
         match got {
-            Ok(rules) => Ok(rules),
+            Ok(()) => Ok(rules),
             Err(e) if e.is_not_found() => Ok(Vec::new()),
             Err(e) => Err(e),
         }
     }
 }
 
-/// The bytes of an `NFTA_DATA_VALUE`.
-fn push_value(values: &mut Vec<Vec<u8>>, data: &DataAttribute) {
-    if let DataAttribute::Value(v) = data {
-        values.push(v.clone());
+/// Pushes the NFTA_DATA_VALUE inside a nested `NFTA_DATA_*` attribute.
+fn push_value(values: &mut Vec<Vec<u8>>, data: Option<&[u8]>) {
+    if let Some(v) = data.and_then(|d| find_attr(d, NFTA_DATA_VALUE)) {
+        values.push(v.to_vec());
     }
 }
 
-fn summarize(attributes: Vec<RuleAttribute>) -> RuleSummary {
-    let mut out = RuleSummary::default();
-    for a in attributes {
-        match a {
-            RuleAttribute::Handle(h) => out.handle = h,
-            RuleAttribute::Expressions(list) => {
-                for elem in list {
-                    if let ListAttribute::Element(attrs) = elem {
-                        expression(&mut out, attrs);
-                    }
+fn summarize(rule: &[u8]) -> RuleSummary {
+    let mut out = RuleSummary {
+        handle: find_attr(rule, NFTA_RULE_HANDLE)
+            .and_then(|h| h.get(0..8))
+            .map(|h| u64::from_be_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]))
+            .unwrap_or(0),
+        ..RuleSummary::default()
+    };
+    let Some(list) = find_attr(rule, NFTA_RULE_EXPRESSIONS) else {
+        return out;
+    };
+    for (kind, elem, _) in attrs(list) {
+        if kind != NFTA_LIST_ELEM {
+            continue;
+        }
+        let name = find_attr(elem, NFTA_EXPR_NAME)
+            .map(text)
+            .unwrap_or_default();
+        let data = find_attr(elem, NFTA_EXPR_DATA).unwrap_or_default();
+        match name.as_str() {
+            "immediate" => {
+                let imm = find_attr(data, NFTA_IMMEDIATE_DATA);
+                if let Some(chain) = imm
+                    .and_then(|d| find_attr(d, NFTA_DATA_VERDICT))
+                    .and_then(|v| find_attr(v, NFTA_VERDICT_CHAIN))
+                {
+                    out.jumps.push(text(chain));
+                }
+                push_value(&mut out.values, imm);
+            }
+            "bitwise" => {
+                push_value(&mut out.values, find_attr(data, NFTA_BITWISE_MASK));
+                push_value(&mut out.values, find_attr(data, NFTA_BITWISE_XOR));
+            }
+            "cmp" => push_value(&mut out.values, find_attr(data, NFTA_CMP_DATA)),
+            "match" | "target" => {
+                let xt = (
+                    find_attr(data, NFTA_XT_NAME).map(text).unwrap_or_default(),
+                    find_attr(data, NFTA_XT_INFO).unwrap_or_default().to_vec(),
+                );
+                if name == "match" {
+                    out.xt_matches.push(xt);
+                } else {
+                    out.xt_targets.push(xt);
                 }
             }
             _ => {}
         }
+        out.exprs.push(name);
     }
     out
-}
-
-/// One expression of a rule into the summary.
-fn expression(out: &mut RuleSummary, attrs: Vec<ExpressionAttribute>) {
-    let mut name = String::new();
-    let mut data = None;
-    for a in attrs {
-        match a {
-            ExpressionAttribute::Name(n) => name = n,
-            ExpressionAttribute::Data(d) => data = Some(d),
-            _ => {}
-        }
-    }
-    match data {
-        Some(Expressions::Immediate(imm)) => {
-            for i in imm {
-                if let Immediate::Data(d) = i {
-                    if let DataAttribute::Verdict(v) = &d {
-                        for va in v {
-                            if let VerdictAttribute::Chain(c) = va {
-                                out.jumps.push(c.clone());
-                            }
-                        }
-                    }
-                    push_value(&mut out.values, &d);
-                }
-            }
-        }
-        Some(Expressions::Bitwise(b)) => {
-            for x in b {
-                match x {
-                    Bitwise::Mask(d) | Bitwise::Xor(d) => push_value(&mut out.values, &d),
-                    _ => {}
-                }
-            }
-        }
-        Some(Expressions::Cmp(c)) => {
-            for x in c {
-                if let Cmp::Data(d) = x {
-                    push_value(&mut out.values, &d);
-                }
-            }
-        }
-        Some(Expressions::Other {
-            expression_type,
-            attributes,
-        }) if expression_type == "match" || expression_type == "target" => {
-            let mut xt = (String::new(), Vec::new());
-            for nla in &attributes {
-                match gaps::nla_kind(nla) {
-                    NFTA_XT_NAME => xt.0 = gaps::nla_text(nla),
-                    NFTA_XT_INFO => xt.1 = gaps::nla_value(nla),
-                    _ => {}
-                }
-            }
-            if expression_type == "match" {
-                out.xt_matches.push(xt);
-            } else {
-                out.xt_targets.push(xt);
-            }
-        }
-        _ => {}
-    }
-    out.exprs.push(name);
 }
 
 /// True when chain `chain` exists in nf_tables table `table` of `family`.

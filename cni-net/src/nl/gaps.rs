@@ -13,18 +13,12 @@
 //!   `IFLA_LINKINFO`, which the kernel applies on RTM_NEWLINK, not on the
 //!   RTM_SETLINK that iproute2 and Go's netlink send.
 //! - A parsed `DefaultNla` has no getter for its payload (netlink-packet-core
-//!   0.9): [`nla_value`] emits it into a buffer. Used for what the
-//!   netfilter crate leaves untyped: the x_tables match/target name and
-//!   info of an nf_tables rule (`NFTA_MATCH_*`/`NFTA_TARGET_*` inside
-//!   `Expressions::Other`), and conntrack's `CTA_ID`/`CTA_ZONE`, which
-//!   pass through `ConntrackAttribute::Other` unchanged.
+//!   0.9): [`nla_value`] emits it into a buffer (the tbf options below).
 //! - tbf: netlink-packet-route 0.34 has no `TcQdiscTbf` (no
 //!   `TcOption::Tbf`): [`TbfQopt`] is `struct tc_tbf_qopt`, sent and read
 //!   through `TcOption::Other`.
 
-use netlink_packet_core::{
-    DefaultNla, NLA_TYPE_MASK, NLM_F_ACK_TLVS, NLM_F_CAPPED, Nla, NlaBuffer, NlasIterator,
-};
+use netlink_packet_core::{DefaultNla, NLM_F_ACK_TLVS, NLM_F_CAPPED, Nla, NlaBuffer, NlasIterator};
 use netlink_packet_route::link::LinkProtoInfoBridge;
 
 /// `IFLA_BRPORT_MODE`: hairpin mode of a bridge port (u8).
@@ -111,23 +105,11 @@ pub(crate) const fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
-/// The type of an untyped attribute, without the nested/byte-order flags.
-pub(crate) fn nla_kind(nla: &DefaultNla) -> u16 {
-    nla.kind() & NLA_TYPE_MASK
-}
-
 /// The payload of an untyped attribute.
 pub(crate) fn nla_value(nla: &DefaultNla) -> Vec<u8> {
     let mut v = vec![0u8; nla.value_len()];
     nla.emit_value(&mut v);
     v
-}
-
-/// The payload of an untyped attribute as text, up to its first NUL.
-pub(crate) fn nla_text(nla: &DefaultNla) -> String {
-    let v = nla_value(nla);
-    let s = v.split(|&b| b == 0).next().unwrap_or_default();
-    String::from_utf8_lossy(s).into_owned()
 }
 
 // ---- tbf (the crate has no `TcQdiscTbf` / `TcQdiscTbfOption`) ----

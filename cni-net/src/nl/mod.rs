@@ -10,6 +10,7 @@
 //!   [`NetError`](crate::NetError), a capture mode for byte-level tests.
 //! - [`gaps`]: the few things the crates do not type, hand-written in one
 //!   place, each naming the missing crate type.
+//! - [`nfnl`]: the netfilter queries' requests, hand-built (size: see there).
 //!
 //! # Adding an operation
 //!
@@ -45,6 +46,7 @@
 //! instead of sending them: compare the bytes with what iproute2 sends.
 
 pub(crate) mod gaps;
+pub(crate) mod nfnl;
 pub(crate) mod socket;
 
 pub(crate) use socket::Socket;
@@ -53,4 +55,4 @@ pub(crate) use socket::Socket;
 pub(crate) type RouteSocket = Socket<netlink_packet_route::RouteNetlinkMessage>;
 
 /// The `netlink-sys` protocol numbers used here.
-pub(crate) use netlink_sys::protocols::{NETLINK_NETFILTER, NETLINK_ROUTE};
+pub(crate) use netlink_sys::protocols::NETLINK_ROUTE;

@@ -279,6 +279,20 @@ impl<M> Socket<M> {
             }
         }
     }
+
+    /// Sends an already encoded request (its header's sequence number is
+    /// overwritten) and hands each answer's type and payload to `each`.
+    /// For the messages that still have no crate type.
+    pub(crate) fn raw(
+        &mut self,
+        request: &[u8],
+        op: &str,
+        mut each: impl FnMut(u16, &[u8]) -> Result<(), String>,
+    ) -> Result<Outcome, NetError> {
+        self.send.clear();
+        self.send.extend_from_slice(request);
+        self.exchange(op, &mut |h, p| each(h.message_type, p))
+    }
 }
 
 impl<M: NetlinkSerializable + NetlinkDeserializable> Socket<M> {
@@ -322,32 +336,19 @@ impl<M: NetlinkSerializable + NetlinkDeserializable> Socket<M> {
 
     /// A dump: every answer that `keep` maps to `Some`. The request is
     /// built by `make` and sent again (up to 5 times) while the kernel flags
-    /// the dump as interrupted; then the last answer is used. An answer the
-    /// crate cannot decode fails the dump (after the rest is drained).
+    /// the dump as interrupted; then the last answer is used.
     pub(crate) fn dump<T>(
         &mut self,
         make: impl Fn() -> M,
         op: &str,
         mut keep: impl FnMut(M) -> Option<T>,
     ) -> Result<Vec<T>, NetError> {
-        self.dump_decoded(make, op, |m| m.map(&mut keep))
-    }
-
-    /// As [`Socket::dump`], but answers that fail to decode are handed to
-    /// `keep` as `Err` (with the reason) instead of failing the dump: for
-    /// dumps of foreign objects where one odd entry must not stop the rest.
-    pub(crate) fn dump_decoded<T>(
-        &mut self,
-        make: impl Fn() -> M,
-        op: &str,
-        mut keep: impl FnMut(Result<M, String>) -> Result<Option<T>, String>,
-    ) -> Result<Vec<T>, NetError> {
         let mut out = Vec::new();
         for _ in 0..DUMP_RETRIES {
             out.clear();
             self.encode(&make(), NLM_F_DUMP, op)?;
             let outcome = self.exchange(op, &mut |h, p| {
-                if let Some(t) = keep(decode::<M>(h, p))? {
+                if let Some(t) = keep(decode::<M>(h, p)?) {
                     out.push(t);
                 }
                 Ok(())

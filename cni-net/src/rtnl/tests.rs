@@ -764,22 +764,11 @@ fn route_request_bytes() {
 
 /// An answer message body: family header, then attributes.
 fn body(header: &[u8], attrs: &[(u16, &[u8])]) -> Vec<u8> {
-    let mut b = header.to_vec();
-    b.resize((b.len() + 3) & !3, 0);
+    let mut r = crate::nl::nfnl::Request::new(0, 0, header);
     for (k, v) in attrs {
-        b.extend(nla(*k, v));
+        r.attr(*k, v);
     }
-    b
-}
-
-/// One attribute, padded to 4 bytes.
-fn nla(kind: u16, value: &[u8]) -> Vec<u8> {
-    let mut v = Vec::new();
-    v.extend_from_slice(&u16::try_from(4 + value.len()).unwrap().to_ne_bytes());
-    v.extend_from_slice(&kind.to_ne_bytes());
-    v.extend_from_slice(value);
-    v.resize((v.len() + 3) & !3, 0);
-    v
+    r.finish(0).unwrap()[16..].to_vec()
 }
 
 /// `struct ifinfomsg`: family, pad, type, index, flags, change.
@@ -821,9 +810,14 @@ fn parse_route(b: &[u8]) -> Result<Option<Route>, String> {
 
 #[test]
 fn parses_link_answer() {
-    let mut info = nla(1, b"veth\0");
-    info.extend(nla(4, b"bridge\0"));
-    info.extend(nla(5, &[nla(4, &[1]), nla(33, &[0])].concat()));
+    let mut info = crate::nl::nfnl::Request::new(0, 0, &[]);
+    info.attr(1, b"veth\0");
+    info.attr(4, b"bridge\0");
+    let port = info.nest(5);
+    info.attr(4, &[1]);
+    info.attr(33, &[0]);
+    info.end(port);
+    let info = info.finish(0).unwrap()[16..].to_vec();
     let b = body(
         &ifinfomsg(0, 12, 0x1 | 0x100 | 0x200 | 0x1000, 0),
         &[
