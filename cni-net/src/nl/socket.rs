@@ -88,6 +88,8 @@ pub(crate) type OnAnswer<'a> = dyn FnMut(&NetlinkHeader, &[u8]) -> Result<(), St
 #[derive(Debug)]
 pub(crate) struct Exchange {
     seq: u32,
+    /// A GET without ACK: the first answer ends the exchange.
+    single: bool,
     interrupted: bool,
     /// The first answer that failed to decode; reported at the terminator
     /// so that the rest of the answer is drained first.
@@ -98,6 +100,7 @@ impl Exchange {
     pub(crate) fn new(seq: u32) -> Exchange {
         Exchange {
             seq,
+            single: false,
             interrupted: false,
             failed: None,
         }
@@ -172,6 +175,12 @@ impl Exchange {
                     {
                         self.failed = Some(text);
                     }
+                    if self.single {
+                        return match self.failed.take() {
+                            Some(text) => Err(Failure::Decode(text)),
+                            None => Ok(Some(Outcome::Done)),
+                        };
+                    }
                 }
             }
         }
@@ -242,7 +251,12 @@ impl<M> Socket<M> {
 
     /// Sends the message in `self.send` (already framed; its sequence
     /// number is set here) and walks the answers until a terminator.
-    fn exchange(&mut self, op: &str, each: &mut OnAnswer<'_>) -> Result<Outcome, NetError> {
+    fn exchange(
+        &mut self,
+        op: &str,
+        single: bool,
+        each: &mut OnAnswer<'_>,
+    ) -> Result<Outcome, NetError> {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
         if let Some(slot) = self.send.get_mut(8..12) {
@@ -266,6 +280,7 @@ impl<M> Socket<M> {
             }
         }
         let mut exchange = Exchange::new(seq);
+        exchange.single = single;
         loop {
             let n = recv_datagram(sys, &mut self.recv).map_err(|e| {
                 NetError::io(format!("{op}: receive from {} netlink", self.what), e)
@@ -291,7 +306,7 @@ impl<M> Socket<M> {
     ) -> Result<Outcome, NetError> {
         self.send.clear();
         self.send.extend_from_slice(request);
-        self.exchange(op, &mut |h, p| each(h.message_type, p))
+        self.exchange(op, false, &mut |h, p| each(h.message_type, p))
     }
 }
 
@@ -317,15 +332,17 @@ impl<M: NetlinkSerializable + NetlinkDeserializable> Socket<M> {
     /// NLM_F_EXCL`).
     pub(crate) fn ack(&mut self, msg: &M, flags: u16, op: &str) -> Result<(), NetError> {
         self.encode(msg, NLM_F_ACK | flags, op)?;
-        self.exchange(op, &mut |_, _| Ok(())).map(|_| ())
+        self.exchange(op, false, &mut |_, _| Ok(())).map(|_| ())
     }
 
     /// A request for one object (GETLINK by name or index, GETROUTE of a
-    /// destination): the first answer, `None` when the kernel sent none.
+    /// destination): its answer, `None` when the kernel sent none. Sent
+    /// without `NLM_F_ACK`, as iproute2 does: the kernel answers with the
+    /// object or an error, and an ACK would be one more datagram to read.
     pub(crate) fn get(&mut self, msg: &M, op: &str) -> Result<Option<M>, NetError> {
-        self.encode(msg, NLM_F_ACK, op)?;
+        self.encode(msg, 0, op)?;
         let mut first = None;
-        self.exchange(op, &mut |h, p| {
+        self.exchange(op, true, &mut |h, p| {
             if first.is_none() {
                 first = Some(decode::<M>(h, p)?);
             }
@@ -347,7 +364,7 @@ impl<M: NetlinkSerializable + NetlinkDeserializable> Socket<M> {
         for _ in 0..DUMP_RETRIES {
             out.clear();
             self.encode(&make(), NLM_F_DUMP, op)?;
-            let outcome = self.exchange(op, &mut |h, p| {
+            let outcome = self.exchange(op, false, &mut |h, p| {
                 if let Some(t) = keep(decode::<M>(h, p)?) {
                     out.push(t);
                 }

@@ -617,7 +617,7 @@ fn bridge_and_link_set_request_bytes() {
     let r = captured_one(|nl| nl.set_promisc(&port9(), true));
     assert_eq!(&r[24..32], &[0, 1, 0, 0, 0, 1, 0, 0]);
     let r = captured_one(|nl| nl.link_by_name("eth0").map(|_| ()));
-    assert_eq!(cap_hdr(&r), (18, 0x5));
+    assert_eq!(cap_hdr(&r), (18, 0x1));
     assert_eq!(&r[16..32], &[0u8; 16]);
     assert_eq!(raw_attrs(&r[32..]), vec![(3, b"eth0\0".to_vec())]);
     let r = captured_one(|nl| nl.link_by_index(9).map(|_| ()));
@@ -755,7 +755,7 @@ fn route_request_bytes() {
     );
     // `ip route get`: the destination as a host route.
     let q = captured_one(|nl| nl.route_to("10.1.2.3".parse().unwrap()));
-    assert_eq!(cap_hdr(&q), (26, 0x5));
+    assert_eq!(cap_hdr(&q), (26, 0x1));
     assert_eq!(&q[16..18], &[2, 32]);
     assert_eq!(raw_attrs(&q[28..]), vec![(1, vec![10, 1, 2, 3])]);
 }

@@ -156,6 +156,26 @@ fn malformed_framing_is_an_error_not_a_panic() {
 }
 
 #[test]
+fn a_get_ends_at_its_answer() {
+    let mut ex = Exchange::new(7);
+    ex.single = true;
+    let d = nlmsg(16, 0, 7, &[0; 16]);
+    let mut calls = 0;
+    let r = ex.feed(&d, &mut |_, _| {
+        calls += 1;
+        Ok(())
+    });
+    assert_eq!((r, calls), (Ok(Some(Outcome::Done)), 1));
+    // Or at the error that replaces it.
+    let mut ex = Exchange::new(7);
+    ex.single = true;
+    let mut p = (-19i32).to_ne_bytes().to_vec();
+    p.extend(nlmsg(18, 1, 7, &[0; 16]));
+    let r = ex.feed(&nlmsg(NLMSG_ERROR, 0, 7, &p), &mut |_, _| Ok(()));
+    assert_eq!(r, Err(Failure::Kernel(19, ExtAck::default())));
+}
+
+#[test]
 fn a_bad_answer_is_reported_after_draining() {
     let mut d = nlmsg(16, NLM_F_MULTIPART, 7, &[0; 16]);
     d.extend(nlmsg(16, NLM_F_MULTIPART, 7, &[0; 16]));
@@ -202,8 +222,8 @@ fn capture_mode_records_requests() {
     want.extend(nla(4, &1400u32.to_ne_bytes()));
     want[0] = want.len() as u8;
     assert_eq!(c[0], want);
-    // RTM_GETLINK with ACK; the dump with NLM_F_DUMP (0x300), sequence 3.
-    assert_eq!(&c[1][4..12], &[18, 0, 5, 0, 2, 0, 0, 0]);
+    // RTM_GETLINK without ACK; the dump with NLM_F_DUMP (0x300), sequence 3.
+    assert_eq!(&c[1][4..12], &[18, 0, 1, 0, 2, 0, 0, 0]);
     assert_eq!(&c[2][4..12], &[18, 0, 1, 3, 3, 0, 0, 0]);
 }
 
