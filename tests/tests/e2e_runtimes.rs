@@ -174,11 +174,15 @@ fn build_image(dir: &Path) -> PathBuf {
     tar
 }
 
-/// Our plugins, copied into `<dir>/bin`.
-fn plugin_dir(dir: &Path) -> PathBuf {
+/// Our plugins (those of the bridge + host-local + portmap networks and
+/// `extra`), copied into `<dir>/bin`.
+fn plugin_dir(dir: &Path, extra: &[&str]) -> PathBuf {
     let b = dir.join("bin");
     std::fs::create_dir_all(&b).unwrap();
-    for p in ["bridge", "host-local", "portmap", "loopback", "bandwidth"] {
+    for p in ["bridge", "host-local", "portmap", "loopback", "bandwidth"]
+        .iter()
+        .chain(extra)
+    {
         std::fs::copy(bin(p), b.join(p)).unwrap();
     }
     b
@@ -466,7 +470,7 @@ impl ContainerdSetup {
         let d = TempDir::new(tmp_tag);
         let dir = d.path().to_path_buf();
         let image = build_image(&dir);
-        let plugins = plugin_dir(&dir);
+        let plugins = plugin_dir(&dir, &[]);
         for sub in ["net.d", "cache", "data", "root", "state"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
         }
@@ -936,6 +940,8 @@ fn nproc_limit() -> u64 {
 struct Podman {
     holder: Holder,
     dir: PathBuf,
+    /// Removed after the holder (fields drop in order).
+    _mount_points: MountPoints,
 }
 
 impl Podman {
@@ -983,18 +989,26 @@ impl Drop for Podman {
     }
 }
 
-#[test]
-fn podman_cni_backend_run_with_port() {
-    const T: &str = "podman_cni_backend_run_with_port";
-    if gated(T, &["podman", "conmon", "runc", "iptables-save"]) {
-        return;
-    }
-    let host = Netns::new("ctp");
+/// What a Podman test starts from: a private "host" netns (lo up), a temp
+/// dir with the test image, our plugins (and `extra`), the network configs
+/// `nets(temp dir)` (file name, conflist) in `net.d/`, private storage and config
+/// (`default_network` = the first of `nets`), and Podman's state, the CNI
+/// cache (`cache/`, host-local's default dataDir below it) and `/run/cni`
+/// (`run-cni/`, tuning's default dataDir below it) bind-mounted from the
+/// temp dir. `None`, after a SKIP line, when Podman cannot run here.
+fn podman_setup(
+    test: &str,
+    ns_tag: &str,
+    tmp_tag: &str,
+    extra: &[&str],
+    nets: &dyn Fn(&Path) -> Vec<(&'static str, Value)>,
+) -> Option<(Netns, TempDir, PathBuf, Podman)> {
+    let host = Netns::new(ns_tag);
     host.exec_ok("ip", &["link", "set", "lo", "up"]);
-    let d = TempDir::new("e2e-podman");
+    let d = TempDir::new(tmp_tag);
     let dir = d.path().to_path_buf();
     let image = build_image(&dir);
-    let plugins = plugin_dir(&dir);
+    let plugins = plugin_dir(&dir, extra);
     for sub in [
         "net.d",
         "cache",
@@ -1004,18 +1018,17 @@ fn podman_cni_backend_run_with_port() {
         "tmp",
         "run-libpod",
         "run-containers",
+        "run-cni",
         "netns",
         "var-lib-containers",
     ] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
-    let net = "rcni-e2e";
-    let data = dir.join("data");
-    std::fs::write(
-        dir.join("net.d/10-rcni.conflist"),
-        conflist(net, "ctpbr0", "10.70.61.0/24", &data).to_string(),
-    )
-    .unwrap();
+    let nets = nets(&dir);
+    for (file, conf) in &nets {
+        std::fs::write(dir.join("net.d").join(file), conf.to_string()).unwrap();
+    }
+    let net = nets[0].1["name"].as_str().unwrap_or_default();
     let p = plugins.display();
     std::fs::write(
         dir.join("containers.conf"),
@@ -1055,19 +1068,21 @@ fn podman_cni_backend_run_with_port() {
             "mount --bind '{}' /run/containers",
             d.file("run-containers")
         ),
+        format!("mount --bind '{}' /run/cni", d.file("run-cni")),
         format!("mount --bind '{}' /run/netns", d.file("netns")),
         format!(
             "mount --bind '{}' /var/lib/containers",
             d.file("var-lib-containers")
         ),
     ];
-    let _mount_points = MountPoints::ensure(&[
+    let mount_points = MountPoints::ensure(&[
         "/opt/cni/bin",
         "/usr/lib/cni",
         "/etc/cni/net.d",
         "/var/lib/cni",
         "/run/libpod",
         "/run/containers",
+        "/run/cni",
         "/run/netns",
         "/var/lib/containers",
     ]);
@@ -1081,25 +1096,47 @@ fn podman_cni_backend_run_with_port() {
         || !holder.alive()
     {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        skip(T, &format!("cannot set up the private namespaces: {text}"));
-        return;
+        skip(test, &format!("cannot set up the private namespaces: {text}"));
+        return None;
     }
     let pm = Podman {
         holder,
         dir: dir.clone(),
+        _mount_points: mount_points,
     };
     let info = pm.podman(&["info", "--format", "json"]);
     if !info.status.success() {
         skip(
-            T,
+            test,
             &format!(
                 "podman cannot start here: {}",
                 String::from_utf8_lossy(&info.stderr).trim()
             ),
         );
-        return;
+        return None;
     }
     pm.podman_ok(&["load", "-i", &image.display().to_string()]);
+    Some((host, d, dir, pm))
+}
+
+#[test]
+fn podman_cni_backend_run_with_port() {
+    const T: &str = "podman_cni_backend_run_with_port";
+    if gated(T, &["podman", "conmon", "runc", "iptables-save"]) {
+        return;
+    }
+    let net = "rcni-e2e";
+    let nets = |dir: &Path| {
+        let data = dir.join("data");
+        vec![(
+            "10-rcni.conflist",
+            conflist(net, "ctpbr0", "10.70.61.0/24", &data),
+        )]
+    };
+    let Some((host, _d, dir, pm)) = podman_setup(T, "ctp", "e2e-podman", &[], &nets) else {
+        return;
+    };
+    let data = dir.join("data");
     let hport = "18090";
     let id = pm
         .podman_ok(&[
@@ -1141,4 +1178,148 @@ fn podman_cni_backend_run_with_port() {
     let rules = nat(&host);
     assert!(!rules.contains(&ip), "rules left:\n{rules}");
     assert!(!rules.contains(hport), "rules left:\n{rules}");
+}
+
+/// Debian's `/etc/cni/net.d/87-podman-bridge.conflist` (bridge with
+/// host-local, ipMasq and hairpin mode, portmap, firewall, an empty
+/// tuning), with its own name, bridge and subnet.
+fn debian_podman_conflist(name: &str, bridge: &str, subnet: &str, gateway: &str) -> Value {
+    json!({
+        "cniVersion": "0.4.0",
+        "name": name,
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": bridge,
+                "isGateway": true,
+                "ipMasq": true,
+                "hairpinMode": true,
+                "ipam": {
+                    "type": "host-local",
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "ranges": [[{"subnet": subnet, "gateway": gateway}]],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": true}},
+            {"type": "firewall"},
+            {"type": "tuning"},
+        ],
+    })
+}
+
+fn filter(ns: &Netns) -> String {
+    String::from_utf8_lossy(&ns.exec("iptables-save", &["-t", "filter"]).stdout).into_owned()
+}
+
+/// Issue 13: Podman's own networks on our plugins alone (bridge,
+/// host-local, portmap, firewall, tuning in `cni_plugin_dirs`): (a) the
+/// conflist Debian ships, (b) one made by `podman network create`. On
+/// each, `podman run -d -p HOSTPORT:8080` gets an address, the page
+/// answers on the address and through the host port, the firewall's
+/// FORWARD rules name the address; `podman rm -f` leaves no veth, no
+/// reservation, no firewall or portmap rule and no tuning file.
+#[test]
+fn podman_default_network_chain() {
+    const T: &str = "podman_default_network_chain";
+    if gated(T, &["podman", "conmon", "runc", "iptables-save"]) {
+        return;
+    }
+    let shipped = "rcni-podman-deb";
+    let nets = |_: &Path| {
+        vec![(
+            "87-podman-bridge.conflist",
+            debian_podman_conflist(shipped, "ctqbr0", "10.120.200.0/24", "10.120.200.1"),
+        )]
+    };
+    let Some((host, _d, dir, pm)) =
+        podman_setup(T, "ctq", "e2e-podman13", &["firewall", "tuning"], &nets)
+    else {
+        return;
+    };
+    let created = "rcni-podman-new";
+    pm.podman_ok(&[
+        "network",
+        "create",
+        "--disable-dns",
+        "--subnet",
+        "10.120.201.0/24",
+        created,
+    ]);
+    let made: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("net.d").join(format!("{created}.conflist"))).unwrap(),
+    )
+    .unwrap();
+    let types: Vec<&str> = made["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["type"].as_str())
+        .collect();
+    assert_eq!(types, ["bridge", "portmap", "firewall", "tuning"], "{made}");
+
+    for (net, prefix, hport) in [
+        (shipped, "10.120.200.", "18100"),
+        (created, "10.120.201.", "18101"),
+    ] {
+        let id = pm
+            .podman_ok(&[
+                "run",
+                "-d",
+                "--network",
+                net,
+                "-p",
+                &format!("{hport}:8080"),
+                "docker.io/rcni/busybox:e2e",
+                "/bin/httpd",
+                "-f",
+                "-p",
+                "8080",
+                "-h",
+                "/www",
+            ])
+            .trim()
+            .to_string();
+        let inspect: Value = serde_json::from_str(&pm.podman_ok(&["inspect", &id])).unwrap();
+        let ip = inspect[0]["NetworkSettings"]["Networks"][net]["IPAddress"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{net}: no address in {inspect}"))
+            .to_string();
+        assert!(ip.starts_with(prefix), "{net}: {ip}");
+        // host-local's default dataDir, below the private /var/lib/cni.
+        let res_dir = dir.join("cache/networks").join(net);
+        assert_eq!(reservations(&res_dir), vec![ip.clone()], "{net}");
+        assert_eq!(host.veths().len(), 1, "{net}: {:?}", host.link_names());
+        assert!(nat(&host).contains(&format!("--to-destination {ip}:8080")), "{net}");
+        let rules = filter(&host);
+        assert!(
+            rules.contains(&format!("-A CNI-FORWARD -d {ip}/32")),
+            "{net}: no firewall rule for {ip}:\n{rules}"
+        );
+
+        let body = wait_for(20, || http_get(&host, &format!("{ip}:8080")));
+        assert_eq!(body.as_deref(), Some(PAGE), "{net}: container address");
+        let body = wait_for(20, || http_get(&host, &format!("127.0.0.1:{hport}")));
+        assert_eq!(body.as_deref(), Some(PAGE), "{net}: 127.0.0.1:{hport}");
+
+        pm.podman_ok(&["rm", "-f", "-t", "0", &id]);
+        assert!(
+            wait_for(10, || host.veths().is_empty().then_some(())).is_some(),
+            "{net}: veth left: {:?}",
+            host.link_names()
+        );
+        assert!(reservations(&res_dir).is_empty(), "{net}");
+        let rules = nat(&host);
+        assert!(!rules.contains(&ip), "{net}: nat rules left:\n{rules}");
+        assert!(!rules.contains(hport), "{net}: nat rules left:\n{rules}");
+        let rules = filter(&host);
+        assert!(!rules.contains(&ip), "{net}: filter rules left:\n{rules}");
+        // tuning's default dataDir, below the private /run/cni.
+        let tuning_files: Vec<_> = std::fs::read_dir(dir.join("run-cni/tuning"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(tuning_files.is_empty(), "{net}: {tuning_files:?}");
+    }
 }
