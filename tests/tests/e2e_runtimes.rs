@@ -1096,7 +1096,10 @@ fn podman_setup(
         || !holder.alive()
     {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        skip(test, &format!("cannot set up the private namespaces: {text}"));
+        skip(
+            test,
+            &format!("cannot set up the private namespaces: {text}"),
+        );
         return None;
     }
     let pm = Podman {
@@ -1289,7 +1292,10 @@ fn podman_default_network_chain() {
         let res_dir = dir.join("cache/networks").join(net);
         assert_eq!(reservations(&res_dir), vec![ip.clone()], "{net}");
         assert_eq!(host.veths().len(), 1, "{net}: {:?}", host.link_names());
-        assert!(nat(&host).contains(&format!("--to-destination {ip}:8080")), "{net}");
+        assert!(
+            nat(&host).contains(&format!("--to-destination {ip}:8080")),
+            "{net}"
+        );
         let rules = filter(&host);
         assert!(
             rules.contains(&format!("-A CNI-FORWARD -d {ip}/32")),
