@@ -1,0 +1,243 @@
+//! The CNI ipvlan plugin: an ipvlan child of `master` (by default the
+//! single interface of a previous result, else the interface of the
+//! default route), created straight into the container; usable as a
+//! chained plugin on a previous result's addresses. Everything but the
+//! config and the link kind is `cni_net::link_plugin`.
+
+use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts, NewLink};
+use cni_net::{ChildKind, IpvlanMode, Link};
+use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Dns, Output, Plugin};
+use serde::Deserialize;
+use std::process::ExitCode;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Raw {
+    #[serde(default)]
+    master: Option<String>,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    mtu: Option<i64>,
+    #[serde(default)]
+    link_in_container: Option<bool>,
+}
+
+/// A parsed ipvlan config.
+#[derive(Debug, Clone)]
+struct Conf {
+    /// `master` as configured (`None`: from the previous result or the
+    /// default route).
+    master: Option<String>,
+    mode: IpvlanMode,
+    mtu: i64,
+    link_in_container: bool,
+    dns: Dns,
+    ipam: bool,
+    prev: Option<CniResult>,
+}
+
+fn load(args: &CmdArgs) -> Result<Conf, CniError> {
+    load_bytes(&args.stdin, &args.conf, || args.prev_result())
+}
+
+fn load_bytes(
+    stdin: &[u8],
+    common: &cni_skel::NetConf,
+    prev: impl FnOnce() -> Result<Option<CniResult>, CniError>,
+) -> Result<Conf, CniError> {
+    let raw: Raw = cni_skel::gojson::from_slice(stdin)
+        .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
+    let mode = match raw.mode.as_deref() {
+        None | Some("") => IpvlanMode::L2,
+        Some(m) => IpvlanMode::parse(m)
+            .ok_or_else(|| CniError::invalid_config(format!("unknown ipvlan mode: {m:?}")))?,
+    };
+    let prev = prev().map_err(|e| {
+        CniError::new(
+            e.code,
+            format!("could not parse prevResult: {}", e.msg),
+            e.details,
+        )
+    })?;
+    Ok(Conf {
+        master: raw.master.filter(|m| !m.is_empty()),
+        mode,
+        mtu: raw.mtu.unwrap_or(0),
+        link_in_container: raw.link_in_container.unwrap_or(false),
+        dns: common.dns.clone().unwrap_or_default(),
+        ipam: common.ipam_type().is_some(),
+        prev,
+    })
+}
+
+impl Conf {
+    /// The parent's name, if the config or the previous result gives one.
+    fn master_name(&self) -> Result<Option<String>, CniError> {
+        if let Some(m) = &self.master {
+            return Ok(Some(m.clone()));
+        }
+        match &self.prev {
+            None => Ok(None),
+            Some(r) if r.interfaces.len() == 1 && !r.interfaces[0].name.is_empty() => {
+                Ok(Some(r.interfaces[0].name.clone()))
+            }
+            Some(_) => Err(CniError::internal(
+                "chained master failure. PrevResult lacks a single named interface",
+            )),
+        }
+    }
+
+    fn kind(&self) -> ChildKind {
+        ChildKind::Ipvlan { mode: self.mode }
+    }
+}
+
+fn master(cx: &Ctx, conf: &Conf) -> Result<Link, CniError> {
+    let name = conf.master_name()?;
+    link_plugin::resolve_master(cx.parent_nl(conf.link_in_container), name.as_deref())
+}
+
+struct Ipvlan;
+
+impl Plugin for Ipvlan {
+    fn about(&self) -> String {
+        format!("CNI ipvlan plugin v{}", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn add(&self, args: &CmdArgs) -> CmdResult {
+        let conf = load(args)?;
+        let cx = Ctx::open(args)?;
+        let master = master(&cx, &conf)?;
+        let mtu = link_plugin::check_mtu(conf.mtu, &master)?;
+        let new = NewLink {
+            what: "ipvlan",
+            kind: conf.kind(),
+            master: Some(&master),
+            in_container: conf.link_in_container,
+            mtu,
+            mac: None,
+        };
+        // IPAM when configured; else a previous result's addresses
+        // (chained); else L2 (the reference refuses: #572).
+        let addressing = match &conf.prev {
+            _ if conf.ipam => Addressing::Ipam,
+            Some(r) if !r.ips.is_empty() => Addressing::Prev(r.clone()),
+            _ => Addressing::L2,
+        };
+        let l3 = !matches!(addressing, Addressing::L2);
+        let opts = L3Opts {
+            arp_notify: l3,
+            ndisc_notify: l3,
+            dns: Some(conf.dns.clone()),
+        };
+        let result = link_plugin::add(args, &cx, &new, addressing, &opts)?;
+        Ok(Output::Result(result))
+    }
+
+    /// The JSON only: DEL needs neither the parent nor a default route
+    /// (the reference fails without them).
+    fn del(&self, args: &CmdArgs) -> CmdResult {
+        let raw: Result<Raw, _> = cni_skel::gojson::from_slice(&args.stdin);
+        raw.map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
+        link_plugin::del(args, args.conf.ipam_type().is_some())?;
+        Ok(Output::Nothing)
+    }
+
+    fn check(&self, args: &CmdArgs) -> CmdResult {
+        let conf = load(args)?;
+        let cx = Ctx::open(args)?;
+        master(&cx, &conf)?;
+        let expect = Expect {
+            kind: Some("ipvlan"),
+            data: Some(conf.kind()),
+            routes: true,
+            ..Expect::default()
+        };
+        link_plugin::check(args, &cx, conf.ipam, &expect)?;
+        Ok(Output::Nothing)
+    }
+
+    fn gc(&self, args: &CmdArgs) -> CmdResult {
+        load(args)?;
+        link_plugin::gc(args)?;
+        Ok(Output::Nothing)
+    }
+
+    fn status(&self, args: &CmdArgs) -> CmdResult {
+        let conf = load(args)?;
+        let master = conf.master.as_deref().filter(|_| !conf.link_in_container);
+        link_plugin::status(args, master)?;
+        Ok(Output::Nothing)
+    }
+}
+
+fn main() -> ExitCode {
+    cni_skel::run(&Ipvlan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_str(s: &str) -> Result<Conf, CniError> {
+        let common = cni_skel::conf::parse(s.as_bytes())?;
+        let prev = common
+            .prev_result
+            .clone()
+            .map(|m| CniResult::parse_prev(&serde_json::Value::Object(m), common.cni_version()))
+            .transpose();
+        load_bytes(s.as_bytes(), &common, || prev)
+    }
+
+    #[test]
+    fn keys_and_defaults() {
+        let c = load_str(r#"{"name":"n","cniVersion":"1.0.0"}"#).unwrap();
+        assert_eq!(
+            (c.mode, c.mtu, c.link_in_container),
+            (IpvlanMode::L2, 0, false)
+        );
+        assert_eq!(c.master_name().unwrap(), None);
+        let c = load_str(
+            r#"{"name":"n","Master":"eth1","MODE":"l3s","mtu":1400,"linkInContainer":true}"#,
+        )
+        .unwrap();
+        assert_eq!(c.master_name().unwrap().as_deref(), Some("eth1"));
+        assert_eq!(
+            (c.mode, c.mtu, c.link_in_container),
+            (IpvlanMode::L3s, 1400, true)
+        );
+        for (bad, want) in [
+            (r#""mode":"l4""#, r#"unknown ipvlan mode: "l4""#),
+            (r#""mode":"L2""#, r#"unknown ipvlan mode: "L2""#),
+            (r#""mtu":"1400""#, "failed to load netconf"),
+            (r#""mtu":1.5"#, "failed to load netconf"),
+        ] {
+            let e = load_str(&format!(r#"{{"name":"n",{bad}}}"#)).unwrap_err();
+            assert!(e.msg.contains(want), "{bad}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn chained_master_from_the_previous_result() {
+        let one = r#"{"name":"n","cniVersion":"1.0.0","prevResult":{"cniVersion":"1.0.0","interfaces":[{"name":"eth0"}],"ips":[{"address":"10.0.0.2/24"}]}}"#;
+        assert_eq!(
+            load_str(one).unwrap().master_name().unwrap().as_deref(),
+            Some("eth0")
+        );
+        for bad in [
+            r#"{"name":"n","cniVersion":"1.0.0","prevResult":{"cniVersion":"1.0.0","interfaces":[]}}"#,
+            r#"{"name":"n","cniVersion":"1.0.0","prevResult":{"cniVersion":"1.0.0","interfaces":[{"name":"a"},{"name":"b"}]}}"#,
+            r#"{"name":"n","cniVersion":"1.0.0","prevResult":{"cniVersion":"1.0.0","interfaces":[{"name":""}]}}"#,
+        ] {
+            assert_eq!(
+                load_str(bad).unwrap().master_name().unwrap_err().msg,
+                "chained master failure. PrevResult lacks a single named interface"
+            );
+        }
+        let e =
+            load_str(r#"{"name":"n","cniVersion":"1.0.0","prevResult":{"cniVersion":"0.2.0"}}"#)
+                .unwrap_err();
+        assert!(e.msg.starts_with("could not parse prevResult"), "{e:?}");
+    }
+}

@@ -1,0 +1,209 @@
+//! The CNI vlan plugin: an 802.1Q sub-interface (`vlanId`) of `master`,
+//! created straight into the container. Everything but the config and the
+//! link kind is `cni_net::link_plugin`.
+
+use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts, NewLink};
+use cni_net::{ChildKind, Link};
+use cni_skel::{CmdArgs, CmdResult, CniError, Dns, Output, Plugin};
+use serde::Deserialize;
+use std::process::ExitCode;
+
+/// The largest VLAN id (4095 is reserved).
+const MAX_VLAN_ID: i64 = 4094;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Raw {
+    #[serde(default)]
+    master: Option<String>,
+    #[serde(default, rename = "vlanId")]
+    vlan_id: Option<i64>,
+    #[serde(default)]
+    mtu: Option<i64>,
+    #[serde(default)]
+    link_in_container: Option<bool>,
+}
+
+/// A parsed vlan config.
+#[derive(Debug, Clone)]
+struct Conf {
+    master: String,
+    id: u16,
+    mtu: i64,
+    link_in_container: bool,
+    dns: Dns,
+    ipam: bool,
+}
+
+fn load(args: &CmdArgs) -> Result<Conf, CniError> {
+    load_bytes(&args.stdin, &args.conf)
+}
+
+fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf) -> Result<Conf, CniError> {
+    let raw: Raw = cni_skel::gojson::from_slice(stdin)
+        .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
+    let master = raw.master.filter(|m| !m.is_empty()).ok_or_else(|| {
+        CniError::invalid_config(
+            r#""master" field is required. It specifies the host interface name to create the VLAN for"#,
+        )
+    })?;
+    let id = raw.vlan_id.unwrap_or(0);
+    let id = u16::try_from(id)
+        .ok()
+        .filter(|i| i64::from(*i) <= MAX_VLAN_ID)
+        .ok_or_else(|| {
+            CniError::invalid_config(format!(
+                "invalid VLAN ID {id} (must be between 0 and {MAX_VLAN_ID} inclusive)"
+            ))
+        })?;
+    Ok(Conf {
+        master,
+        id,
+        mtu: raw.mtu.unwrap_or(0),
+        link_in_container: raw.link_in_container.unwrap_or(false),
+        dns: common.dns.clone().unwrap_or_default(),
+        ipam: common.ipam_type().is_some(),
+    })
+}
+
+impl Conf {
+    fn kind(&self) -> ChildKind {
+        ChildKind::Vlan { id: self.id }
+    }
+}
+
+fn master(cx: &Ctx, conf: &Conf) -> Result<Link, CniError> {
+    link_plugin::resolve_master(cx.parent_nl(conf.link_in_container), Some(&conf.master))
+}
+
+struct Vlan;
+
+impl Plugin for Vlan {
+    fn about(&self) -> String {
+        format!("CNI vlan plugin v{}", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn add(&self, args: &CmdArgs) -> CmdResult {
+        let conf = load(args)?;
+        let cx = Ctx::open(args)?;
+        let master = master(&cx, &conf)?;
+        let mtu = link_plugin::check_mtu(conf.mtu, &master)?;
+        let new = NewLink {
+            what: "vlan",
+            kind: conf.kind(),
+            master: Some(&master),
+            in_container: conf.link_in_container,
+            mtu,
+            mac: None,
+        };
+        // Without IPAM: L2 (the reference requires IPAM; PR #1302).
+        let addressing = if conf.ipam {
+            Addressing::Ipam
+        } else {
+            Addressing::L2
+        };
+        let opts = L3Opts {
+            dns: Some(conf.dns.clone()),
+            ..L3Opts::default()
+        };
+        let result = link_plugin::add(args, &cx, &new, addressing, &opts)?;
+        Ok(Output::Result(result))
+    }
+
+    /// The config checked, but not the parent: DEL works once the parent
+    /// is gone (it took the vlan with it; the reference fails there, so
+    /// the address is never released).
+    fn del(&self, args: &CmdArgs) -> CmdResult {
+        let conf = load(args)?;
+        link_plugin::del(args, conf.ipam)?;
+        Ok(Output::Nothing)
+    }
+
+    fn check(&self, args: &CmdArgs) -> CmdResult {
+        let conf = load(args)?;
+        let cx = Ctx::open(args)?;
+        master(&cx, &conf)?;
+        let expect = Expect {
+            kind: Some("vlan"),
+            data: Some(conf.kind()),
+            mtu: u32::try_from(conf.mtu).ok().filter(|m| *m > 0),
+            routes: true,
+            ..Expect::default()
+        };
+        link_plugin::check(args, &cx, conf.ipam, &expect)?;
+        Ok(Output::Nothing)
+    }
+
+    fn gc(&self, args: &CmdArgs) -> CmdResult {
+        load(args)?;
+        link_plugin::gc(args)?;
+        Ok(Output::Nothing)
+    }
+
+    fn status(&self, args: &CmdArgs) -> CmdResult {
+        let conf = load(args)?;
+        let master = Some(conf.master.as_str()).filter(|_| !conf.link_in_container);
+        link_plugin::status(args, master)?;
+        Ok(Output::Nothing)
+    }
+}
+
+fn main() -> ExitCode {
+    cni_skel::run(&Vlan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_str(s: &str) -> Result<Conf, CniError> {
+        let common = cni_skel::conf::parse(s.as_bytes())?;
+        load_bytes(s.as_bytes(), &common)
+    }
+
+    #[test]
+    fn ids_zero_to_4094() {
+        for (id, ok) in [
+            (0, true),
+            (1, true),
+            (4094, true),
+            (4095, false),
+            (5000, false),
+            (-1, false),
+        ] {
+            let r = load_str(&format!(r#"{{"name":"n","master":"eth0","vlanId":{id}}}"#));
+            match r {
+                Ok(c) => assert!(ok && i64::from(c.id) == id, "{id}"),
+                Err(e) => {
+                    assert!(!ok, "{id}: {e:?}");
+                    assert_eq!(
+                        e.msg,
+                        format!("invalid VLAN ID {id} (must be between 0 and 4094 inclusive)")
+                    );
+                }
+            }
+        }
+        let c = load_str(r#"{"name":"n","master":"eth0"}"#).unwrap();
+        assert_eq!(c.id, 0);
+        for bad in [r#""vlanId":"10""#, r#""vlanId":10.0"#, r#""mtu":"1500""#] {
+            let e = load_str(&format!(r#"{{"name":"n","master":"eth0",{bad}}}"#)).unwrap_err();
+            assert!(e.msg.starts_with("failed to load netconf"), "{bad}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn master_is_required() {
+        for c in [r#"{"name":"n"}"#, r#"{"name":"n","master":""}"#] {
+            assert_eq!(
+                load_str(c).unwrap_err().msg,
+                r#""master" field is required. It specifies the host interface name to create the VLAN for"#
+            );
+        }
+        let c =
+            load_str(r#"{"name":"n","MASTER":"eth1","VLANID":7,"linkincontainer":true}"#).unwrap();
+        assert_eq!(
+            (c.master.as_str(), c.id, c.link_in_container),
+            ("eth1", 7, true)
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! The vlan plugin, exec'd as a runtime does, in private namespaces (tags
+//! `vl…`): a private "host" whose veth `mst0` is the parent and whose
+//! `peer0` carries a VLAN sub-interface of the same id, the tagged
+//! segment's other station. Subnets 10.124.3N.0/24. This machine's kernel
+//! has no 8021q: every test says so once and returns here, and runs under
+//! scripts/vmtest (where a missing vlan fails it).
+
+#![cfg(test)]
+
+use rcni_tests::host_local_util::DataDir;
+use rcni_tests::iface_util::{
+    MASTER, PEER, Segment, conf, link, ping, run, skip_without_kind, with_prev,
+};
+use rcni_tests::{Netns, bin, go_bin, skip_unless_root};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+fn ours() -> PathBuf {
+    bin("vlan")
+}
+
+fn skip(test: &str) -> bool {
+    skip_unless_root(test) || skip_without_kind(test, "vlan")
+}
+
+fn vl(data: &DataDir, n: u8, extra: Value) -> Value {
+    let mut extra = extra;
+    if extra.get("master").is_none() {
+        extra["master"] = json!(MASTER);
+    }
+    conf(
+        "vlan",
+        data,
+        "1.0.0",
+        Some(&format!("10.124.{n}.0/24")),
+        extra,
+    )
+}
+
+fn container_links(cont: &Netns) -> Vec<String> {
+    cont.link_names()
+        .into_iter()
+        .filter(|n| n != "lo")
+        .collect()
+}
+
+#[test]
+fn tagged_traffic_reaches_a_peer_vlan() {
+    if skip("vlan::tagged_traffic_reaches_a_peer_vlan") {
+        return;
+    }
+    // The untagged segment is 10.124.39/24; the tagged one 10.124.31/24.
+    let seg = Segment::new("vlh", "10.124.39");
+    seg.host.exec_ok(
+        "ip",
+        &[
+            "link", "add", "link", PEER, "name", "pv124", "type", "vlan", "id", "124",
+        ],
+    );
+    seg.host
+        .exec_ok("ip", &["addr", "add", "10.124.31.254/24", "dev", "pv124"]);
+    seg.host.exec_ok("ip", &["link", "set", "pv124", "up"]);
+    let data = DataDir::new("vl1");
+    let cont = Netns::new("vlc");
+    let c = vl(
+        &data,
+        31,
+        json!({"vlanId": 124, "dns": {"nameservers": ["10.124.31.53"]}}),
+    );
+    let r = run(&ours(), "ADD", "c1", &seg.host, &cont, "eth0", &c).ok();
+    let l = link(&cont, "eth0");
+    assert_eq!(l["linkinfo"]["info_kind"], "vlan");
+    assert_eq!(l["linkinfo"]["info_data"]["id"], 124);
+    assert_eq!(l["linkinfo"]["info_data"]["protocol"], "802.1Q");
+    assert_eq!(l["address"], link(&seg.host, MASTER)["address"]);
+    assert_eq!(r["interfaces"][0]["mac"], l["address"]);
+    assert_eq!(r["dns"]["nameservers"], json!(["10.124.31.53"]));
+    assert!(
+        ping(&cont, "10.124.31.254"),
+        "tagged traffic to the peer's vlan 124"
+    );
+    let cp = with_prev(&c, &r);
+    run(&ours(), "CHECK", "c1", &seg.host, &cont, "eth0", &cp).ok();
+    let mut other = cp.clone();
+    other["vlanId"] = json!(125);
+    let e = run(&ours(), "CHECK", "c1", &seg.host, &cont, "eth0", &other).err();
+    assert_eq!(
+        e["msg"],
+        "Error: Container interface eth0 has VLAN id 124, configured 125"
+    );
+    run(&ours(), "DEL", "c1", &seg.host, &cont, "eth0", &cp).ok();
+    run(&ours(), "DEL", "c1", &seg.host, &cont, "eth0", &cp).ok();
+    assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
+}
+
+#[test]
+fn ids_mtu_and_master() {
+    if skip("vlan::ids_mtu_and_master") {
+        return;
+    }
+    let seg = Segment::new("vlh", "10.124.32");
+    seg.host
+        .exec_ok("ip", &["link", "set", MASTER, "mtu", "1200"]);
+    let data = DataDir::new("vl2");
+    let cont = Netns::new("vlc");
+    // 0 is accepted, as both Go versions accept it; MTU 0 = the parent's.
+    let c = vl(&data, 32, json!({"vlanId": 0}));
+    run(&ours(), "ADD", "c2", &seg.host, &cont, "eth0", &c).ok();
+    let l = link(&cont, "eth0");
+    assert_eq!(l["linkinfo"]["info_data"]["id"], 0);
+    assert_eq!(l["mtu"], 1200);
+    run(&ours(), "DEL", "c2", &seg.host, &cont, "eth0", &c).ok();
+    let c = vl(&data, 32, json!({"vlanId": 4094, "mtu": 1100}));
+    run(&ours(), "ADD", "c2", &seg.host, &cont, "eth0", &c).ok();
+    assert_eq!(link(&cont, "eth0")["mtu"], 1100);
+    run(&ours(), "DEL", "c2", &seg.host, &cont, "eth0", &c).ok();
+    for (extra, want) in [
+        (
+            json!({"vlanId": 4095}),
+            "invalid VLAN ID 4095 (must be between 0 and 4094 inclusive)",
+        ),
+        (
+            json!({"vlanId": 5000}),
+            "invalid VLAN ID 5000 (must be between 0 and 4094 inclusive)",
+        ),
+        (
+            json!({"vlanId": -1}),
+            "invalid VLAN ID -1 (must be between 0 and 4094 inclusive)",
+        ),
+        (
+            json!({"vlanId": 7, "mtu": 1201}),
+            "invalid MTU 1201, must be [0, master MTU(1200)]",
+        ),
+        (
+            json!({"vlanId": 7, "master": ""}),
+            r#""master" field is required. It specifies the host interface name to create the VLAN for"#,
+        ),
+        (
+            json!({"vlanId": 7, "master": "nope0"}),
+            r#"failed to lookup master "nope0": Link not found"#,
+        ),
+    ] {
+        let e = run(
+            &ours(),
+            "ADD",
+            "c2",
+            &seg.host,
+            &cont,
+            "eth0",
+            &vl(&data, 32, extra.clone()),
+        )
+        .err();
+        assert_eq!(e["msg"], want, "{extra}");
+    }
+    let e = run(
+        &ours(),
+        "ADD",
+        "c2",
+        &seg.host,
+        &cont,
+        "eth0",
+        &vl(&data, 32, json!({"vlanId": "10"})),
+    )
+    .err();
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("failed to load netconf"),
+        "{e}"
+    );
+    assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
+}
+
+#[test]
+fn failures_undo_and_del_survives_the_master() {
+    if skip("vlan::failures_undo_and_del_survives_the_master") {
+        return;
+    }
+    let seg = Segment::new("vlh", "10.124.33");
+    let data = DataDir::new("vl3");
+    let cont = Netns::new("vlc");
+    let c = vl(&data, 33, json!({"vlanId": 33}));
+    cont.exec_ok(
+        "ip",
+        &["link", "add", "eth0", "type", "veth", "peer", "name", "x0"],
+    );
+    let e = run(&ours(), "ADD", "c3", &seg.host, &cont, "eth0", &c).err();
+    assert!(e["msg"].as_str().unwrap().contains("file exists"), "{e}");
+    assert_eq!(container_links(&cont), ["eth0", "x0"]);
+    cont.exec_ok("ip", &["link", "del", "eth0"]);
+    let mut bad = c.clone();
+    bad["ipam"]["ranges"] = json!([]);
+    run(&ours(), "ADD", "c3", &seg.host, &cont, "eth0", &bad).err();
+    assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
+    // L2 without IPAM (the reference requires IPAM; PR #1302).
+    let l2 = conf(
+        "vlan",
+        &data,
+        "1.0.0",
+        None,
+        json!({"master": MASTER, "vlanId": 33}),
+    );
+    let r = run(&ours(), "ADD", "c3", &seg.host, &cont, "eth0", &l2).ok();
+    assert!(r.get("ips").is_none(), "{r}");
+    run(&ours(), "DEL", "c3", &seg.host, &cont, "eth0", &l2).ok();
+    // The parent removed takes the vlan with it; DEL still succeeds and
+    // releases the address (the reference fails: `Link not found`).
+    run(&ours(), "ADD", "c3", &seg.host, &cont, "eth0", &c).ok();
+    seg.host.exec_ok("ip", &["link", "del", MASTER]);
+    run(&ours(), "DEL", "c3", &seg.host, &cont, "eth0", &c).ok();
+    assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
+}
+
+#[test]
+fn kernel_state_like_go() {
+    if skip("vlan::kernel_state_like_go") {
+        return;
+    }
+    let Some(go) = go_bin("vlan") else {
+        eprintln!("SKIP vlan::kernel_state_like_go: /usr/lib/cni/vlan missing");
+        return;
+    };
+    let seg = Segment::new("vlh", "10.124.34");
+    let mut states = Vec::new();
+    for plugin in [ours(), go] {
+        let data = DataDir::new("vl4");
+        let cont = Netns::new("vlc");
+        let c = vl(&data, 34, json!({"vlanId": 34, "mtu": 1400}));
+        run(&plugin, "ADD", "c4", &seg.host, &cont, "eth0", &c).ok();
+        let l = link(&cont, "eth0");
+        states.push((
+            l["linkinfo"].clone(),
+            l["mtu"].clone(),
+            l["address"].clone(),
+            cont.addrs("eth0"),
+        ));
+        run(&plugin, "DEL", "c4", &seg.host, &cont, "eth0", &c).ok();
+        assert!(container_links(&cont).is_empty());
+    }
+    assert_eq!(states[0], states[1], "ours vs Go");
+}
