@@ -589,3 +589,43 @@ fn ipv6_and_kernel_state_like_go() {
     assert_eq!(state(&gcont), ours_state, "kernel state: ours vs Go");
     run(&go, "DEL", "c-6", &seg.host, &gcont, "eth0", &gc).ok();
 }
+
+#[test]
+fn a_host_link_named_like_cni_ifname_is_no_obstacle() {
+    if skip_unless_root("macvlan::a_host_link_named_like_cni_ifname_is_no_obstacle") {
+        return;
+    }
+    // Kernels before about 6.14 look a new link's name up in the
+    // requesting namespace too: there the plugin falls back to a temporary
+    // name and renames in the container (scripts/vmtest runs this on 6.1).
+    let seg = Segment::new("mvh", "10.124.10");
+    seg.host.exec_ok(
+        "ip",
+        &[
+            "link", "add", "eth0", "type", "veth", "peer", "name", "mvx0",
+        ],
+    );
+    let data = DataDir::new("mv10");
+    let cont = Netns::new("mvc");
+    let c = mv(&data, 10, json!({}));
+    let r = add(&seg, &cont, "c-n", &c);
+    assert_eq!(container_links(&cont), ["eth0"]);
+    assert_eq!(link(&cont, "eth0")["linkinfo"]["info_kind"], "macvlan");
+    assert_eq!(link(&seg.host, "eth0")["linkinfo"]["info_kind"], "veth");
+    assert!(
+        seg.host.veths().is_empty(),
+        "no temporary link left on the host"
+    );
+    run(
+        &ours(),
+        "CHECK",
+        "c-n",
+        &seg.host,
+        &cont,
+        "eth0",
+        &with_prev(&c, &r),
+    )
+    .ok();
+    del(&seg, &cont, "c-n", &c);
+    assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
+}
