@@ -454,8 +454,6 @@ pub struct Expect {
     pub data: Option<ChildKind>,
     /// It must be administratively up (dummy).
     pub up: bool,
-    /// Its MTU, when the config sets one (vlan).
-    pub mtu: Option<u32>,
     /// Check the `prevResult` routes too.
     pub routes: bool,
 }
@@ -520,14 +518,6 @@ pub fn check_link(cx: &Ctx, intf: &Interface, expect: &Expect) -> Result<Link, C
         return Err(CniError::internal(format!(
             "Interface {name} Mac {} doesn't match container Mac: {}",
             intf.mac, link.mac
-        )));
-    }
-    if let Some(mtu) = expect.mtu
-        && link.mtu != mtu
-    {
-        return Err(CniError::internal(format!(
-            "Error: Container interface {name} has MTU {}, configured {mtu}",
-            link.mtu
         )));
     }
     if expect.up && !link.up {

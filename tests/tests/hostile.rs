@@ -1213,6 +1213,111 @@ fn hostile_host_device() {
     hostile(&w, base, keys, t, &[]);
 }
 
+/// ipvlan, vlan and dummy: a kind this kernel may lack (scripts/vmtest
+/// runs them where it has it).
+fn skip_link_kind(test: &str, kind: &str) -> bool {
+    skip_unless_root(test) || rcni_tests::iface_util::skip_without_kind(test, kind)
+}
+
+fn link_plugin_traits() -> Traits {
+    Traits {
+        uses_netns: true,
+        strict_args: false,
+        delegates: true,
+        prev_cmd: Some("CHECK"),
+    }
+}
+
+#[test]
+fn hostile_ipvlan() {
+    if skip_link_kind("hostile_ipvlan", "ipvlan") {
+        return;
+    }
+    let w = World::new("ipvlan", 25);
+    add_parent(&w);
+    let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "ipvlan", "master": "hxm0", "ipam": w.ipam(false)});
+    warm_up(&w, &base);
+    let mut keys = common_keys();
+    keys.extend(ipam_keys(&w, true));
+    keys.extend(bools(&["linkInContainer"]));
+    keys.extend([
+        key(
+            "master",
+            Kind::Str,
+            vec![
+                json!("MARK"),
+                json!("../MARK"),
+                json!(""),
+                json!("x".repeat(16)),
+            ],
+        ),
+        key(
+            "mode",
+            Kind::Str,
+            vec![json!("l4"), json!("L2"), json!("MARK")],
+        ),
+        key(
+            "mtu",
+            Kind::Int(0, 1500),
+            vec![json!(1501), json!(65536), json!(67)],
+        ),
+    ]);
+    hostile(&w, base, keys, link_plugin_traits(), &[]);
+}
+
+#[test]
+fn hostile_vlan() {
+    if skip_link_kind("hostile_vlan", "vlan") {
+        return;
+    }
+    let w = World::new("vlan", 26);
+    add_parent(&w);
+    let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "vlan", "master": "hxm0", "vlanId": 26, "ipam": w.ipam(false)});
+    warm_up(&w, &base);
+    let mut keys = common_keys();
+    keys.extend(ipam_keys(&w, true));
+    keys.extend(bools(&["linkInContainer"]));
+    let mut master = key(
+        "master",
+        Kind::Str,
+        vec![
+            json!("MARK"),
+            json!("../MARK"),
+            json!(""),
+            json!("x".repeat(16)),
+        ],
+    );
+    master.null = Expect::Fail;
+    keys.extend([
+        master,
+        key(
+            "vlanId",
+            Kind::Int(0, 4094),
+            vec![json!(4095), json!(5000), json!("10")],
+        ),
+        key(
+            "mtu",
+            Kind::Int(0, 1500),
+            vec![json!(1501), json!(65536), json!(67)],
+        ),
+    ]);
+    hostile(&w, base, keys, link_plugin_traits(), &[]);
+}
+
+#[test]
+fn hostile_dummy() {
+    if skip_link_kind("hostile_dummy", "dummy") {
+        return;
+    }
+    let w = World::new("dummy", 27);
+    let base =
+        json!({"cniVersion": "1.1.0", "name": w.name, "type": "dummy", "ipam": w.ipam(false)});
+    warm_up(&w, &base);
+    let mut keys = common_keys();
+    keys.extend(ipam_keys(&w, true));
+    hostile(&w, base, keys, link_plugin_traits(), &[]);
+}
+
 #[test]
 fn hostile_portmap() {
     if skip_unless("hostile_portmap", FIREWALL_TOOLS) {

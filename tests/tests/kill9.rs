@@ -1,5 +1,5 @@
 //! ADD killed with SIGKILL at random moments, for host-local, bridge, ptp,
-//! portmap, firewall, tap and tuning: afterwards DEL of the attachment must
+//! portmap, firewall, tap, tuning and macvlan: afterwards DEL of the attachment must
 //! leave no veth, no reservation and no rule (compared with the private host
 //! namespace before the ADD, tags `kx…`, subnets 10.80.1x.0/24), tuning's
 //! DEL must put every attribute and sysctl of the container's interface
@@ -281,6 +281,19 @@ fn lab(plugin: &'static str, n: u8) -> Lab {
                                    {"interface": 1, "address": format!("fd80:{n}::2/64")}]}})
             })
         }
+        "macvlan" => {
+            host.exec_ok(
+                "ip",
+                &[
+                    "link", "add", "kxm0", "type", "veth", "peer", "name", "kxm1",
+                ],
+            );
+            host.exec_ok("ip", &["link", "set", "kxm0", "up"]);
+            Box::new(move |i| {
+                json!({"cniVersion": "1.0.0", "name": name, "type": "macvlan", "master": "kxm0",
+                       "mode": if i.is_multiple_of(2) { "bridge" } else { "vepa" }, "ipam": ipam})
+            })
+        }
         "tap" => Box::new(move |i| {
             json!({"cniVersion": "1.0.0", "name": name, "type": "tap", "owner": 0, "group": 0,
                    "multiQueue": i.is_multiple_of(2), "mtu": 1400, "ipam": ipam})
@@ -500,4 +513,9 @@ fn kill9_tap() {
 #[test]
 fn kill9_tuning() {
     kill9("tuning", 15);
+}
+
+#[test]
+fn kill9_macvlan() {
+    kill9("macvlan", 34);
 }

@@ -84,8 +84,8 @@ impl Plugin for Macvlan {
         let expect = Expect {
             kind: Some("macvlan"),
             data: Some(kind(&conf)),
-            up: false,
             routes: true,
+            ..Expect::default()
         };
         link_plugin::check(args, &cx, conf.ipam, &expect)?;
         Ok(Output::Nothing)

@@ -126,11 +126,20 @@ impl Plugin for Vlan {
         let expect = Expect {
             kind: Some("vlan"),
             data: Some(conf.kind()),
-            mtu: u32::try_from(conf.mtu).ok().filter(|m| *m > 0),
             routes: true,
             ..Expect::default()
         };
         link_plugin::check(args, &cx, conf.ipam, &expect)?;
+        // A configured MTU is compared too, as the reference does.
+        if let Some(mtu) = u32::try_from(conf.mtu).ok().filter(|m| *m > 0)
+            && let Some(l) = cx.ns_nl.link_by_name(&args.ifname)?
+            && l.mtu != mtu
+        {
+            return Err(CniError::internal(format!(
+                "Error: Container interface {} has MTU {}, configured {mtu}",
+                l.name, l.mtu
+            )));
+        }
         Ok(Output::Nothing)
     }
 
