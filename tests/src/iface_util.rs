@@ -8,7 +8,6 @@
 use crate::host_local_util::DataDir;
 use crate::{Invocation, Netns, PluginOutput};
 use serde_json::{Value, json};
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -189,22 +188,14 @@ pub fn kernel_has(kind: &str) -> bool {
     ns.exec("ip", &args).status.success()
 }
 
-/// For tests of a link kind this kernel may lack: true (after saying so
-/// once on stderr) when the test cannot run here. Where
-/// `RCNI_REQUIRE_KERNEL_FEATURES=1` (scripts/vmtest's VM, whose kernel has
-/// every kind) a missing kind fails the test instead, so it never passes
-/// there by skipping what it checks.
+/// For tests of a link kind this kernel may lack: true when the test
+/// cannot run here, through [`crate::skip_without_kernel_feature`] (which
+/// says so once, and fails the test where the VM runner requires every
+/// feature).
 pub fn skip_without_kind(test: &str, kind: &str) -> bool {
     if kernel_has(kind) {
         return false;
     }
-    assert!(
-        std::env::var_os("RCNI_REQUIRE_KERNEL_FEATURES").is_none_or(|v| v != "1"),
-        "{test}: this kernel cannot create {kind} links (RCNI_REQUIRE_KERNEL_FEATURES=1 requires it)"
-    );
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIP {test}: this kernel cannot create {kind} links (scripts/vmtest runs it under one that can)"
-    );
+    crate::skip_without_kernel_feature(test, &format!("{kind} links"));
     true
 }
