@@ -52,7 +52,7 @@ pub use error::NetError;
 pub use netns::NetNs;
 pub use rtnl::{
     Addr, AddrFlags, BridgeOpts, ChildKind, ChildOpts, IpFamily, IpvlanMode, Link, LinkExtras,
-    MAX_IFNAME_LEN, Mac, MacvlanMode, Netlink, Route, TABLE_MAIN, VethOpts, addr_flags,
+    MAX_IFNAME_LEN, Mac, MacvlanMode, Netlink, Route, Rule, TABLE_MAIN, VethOpts, addr_flags,
     bridge_vlan, scope, tc,
 };
 

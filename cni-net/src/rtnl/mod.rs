@@ -29,6 +29,7 @@ pub mod bridge_vlan;
 mod child;
 mod link;
 mod route;
+mod rule;
 pub mod tc;
 
 pub use addr::Addr;
@@ -36,6 +37,7 @@ pub use addr_flags::AddrFlags;
 pub use child::{ChildKind, ChildOpts, IpvlanMode, LinkExtras, MacvlanMode};
 pub use link::{BridgeOpts, Link, VethOpts};
 pub use route::Route;
+pub use rule::Rule;
 
 use crate::nl::{NETLINK_ROUTE, RouteSocket};
 

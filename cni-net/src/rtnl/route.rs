@@ -3,7 +3,7 @@
 use super::{IpFamily, Netlink, TABLE_MAIN, ok_if_missing, scope};
 use crate::error::{NetError, libc_errno};
 use ipnetwork::IpNetwork;
-use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric,
     RouteProtocol, RouteScope, RouteType, RouteVia,
@@ -293,6 +293,38 @@ impl Netlink {
         log::debug!("add route {route}");
         self.route()
             .ack(&m, NLM_F_CREATE | NLM_F_EXCL, &format!("add route {route}"))
+    }
+
+    /// Adds a route or replaces the one with the same destination, table,
+    /// metric (and, for IPv6, next hop): `ip route replace`.
+    pub fn replace_route(&self, route: &Route) -> Result<(), NetError> {
+        let m = RouteNetlinkMessage::NewRoute(route.to_message(false)?);
+        log::debug!("replace route {route}");
+        self.route().ack(
+            &m,
+            NLM_F_CREATE | NLM_F_REPLACE,
+            &format!("replace route {route}"),
+        )
+    }
+
+    /// The routes of one family in every table (main, local and the
+    /// others), in the kernel's order.
+    pub fn routes_all_tables(&self, family: IpFamily) -> Result<Vec<Route>, NetError> {
+        self.route().dump(
+            || {
+                let mut m = RouteMessage::default();
+                m.header.address_family = match family {
+                    IpFamily::V4 => AddressFamily::Inet,
+                    IpFamily::V6 => AddressFamily::Inet6,
+                };
+                RouteNetlinkMessage::GetRoute(m)
+            },
+            "list routes",
+            |m| match m {
+                RouteNetlinkMessage::NewRoute(m) => Route::from_message(m),
+                _ => None,
+            },
+        )
     }
 
     /// Deletes the first route matching `route` (unset fields match any);

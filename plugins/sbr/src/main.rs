@@ -1,0 +1,432 @@
+//! The CNI sbr plugin: source-based routing inside the container. For
+//! every address of the interface, a rule "from <address> lookup <table>"
+//! and a table holding the interface's routes, so replies leave through
+//! the interface their request came in on.
+
+use cni_net::{IpFamily, NetNs, Netlink, Route, Rule, TABLE_MAIN};
+use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output, Plugin};
+use ipnetwork::IpNetwork;
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// The first table the reference considers.
+const FIRST_TABLE: u32 = 100;
+
+struct Sbr;
+
+#[derive(Debug, Default, Deserialize)]
+struct Conf {
+    /// Only add rules to this table (its routes are someone else's).
+    #[serde(default)]
+    table: Option<i64>,
+}
+
+impl Conf {
+    fn parse(args: &CmdArgs) -> Result<Option<u32>, CniError> {
+        let c: Conf = cni_skel::gojson::from_slice(&args.stdin).map_err(|e| {
+            CniError::invalid_config(format!("failed to parse network configuration: {e}"))
+        })?;
+        match c.table {
+            None => Ok(None),
+            // 0 (unspec), 253-255 (default, main, local) are the kernel's.
+            Some(t) => match u32::try_from(t) {
+                Ok(t) if t != 0 && !(253..=255).contains(&t) => Ok(Some(t)),
+                _ => Err(CniError::invalid_config(format!(
+                    "table {t} is not a usable routing table id"
+                ))),
+            },
+        }
+    }
+}
+
+impl Plugin for Sbr {
+    fn about(&self) -> String {
+        format!("CNI sbr plugin v{}", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn add(&self, args: &CmdArgs) -> CmdResult {
+        add(args)
+    }
+
+    fn del(&self, args: &CmdArgs) -> CmdResult {
+        del(args)
+    }
+
+    fn check(&self, args: &CmdArgs) -> CmdResult {
+        check(args)
+    }
+
+    /// Everything sbr makes lives in the container's netns and goes with
+    /// it: there is nothing on the host to collect.
+    fn gc(&self, args: &CmdArgs) -> CmdResult {
+        Conf::parse(args)?;
+        Ok(Output::Nothing)
+    }
+
+    fn status(&self, args: &CmdArgs) -> CmdResult {
+        Conf::parse(args)?;
+        Ok(Output::Nothing)
+    }
+}
+
+fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
+    args.prev_result()?
+        .ok_or_else(|| CniError::internal("This plugin must be called as chained plugin"))
+}
+
+/// The addresses of CNI_IFNAME in the result, as the reference picks them:
+/// an IP belongs to the interface when its index is unset, out of range,
+/// or names CNI_IFNAME.
+fn ips_of(result: &CniResult, ifname: &str) -> Vec<IpNetwork> {
+    result
+        .ips
+        .iter()
+        .filter(|ip| match ip.interface {
+            Some(i) => result
+                .interfaces
+                .get(i)
+                .is_none_or(|itf| itf.name == ifname),
+            None => true,
+        })
+        .map(|ip| ip.address)
+        .collect()
+}
+
+/// The rule's source: the address alone (/32 or /128).
+fn host_net(ip: &IpNetwork) -> IpNetwork {
+    IpNetwork::from(ip.ip())
+}
+
+/// The netns, locked as the reference locks it (flock on the netns file,
+/// so ours and Go's exclude each other), but opened read-only and never
+/// created. `None` when it is gone.
+fn lock_netns(path: &Path) -> Result<Option<(NetNs, File)>, CniError> {
+    let ns = match NetNs::open(path) {
+        Ok(ns) => ns,
+        Err(e) if e.is_ns_not_found() => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let lock = File::open(path)
+        .map_err(|e| CniError::internal(format!("failed to open {}: {e}", path.display())))?;
+    lock.lock()
+        .map_err(|e| CniError::internal(format!("failed to lock {}: {e}", path.display())))?;
+    Ok(Some((ns, lock)))
+}
+
+fn ns_path(args: &CmdArgs) -> Result<&Path, CniError> {
+    args.netns
+        .as_deref()
+        .filter(|p| !p.as_os_str().is_empty())
+        .ok_or_else(|| CniError::internal("CNI_NETNS is required"))
+}
+
+fn add(args: &CmdArgs) -> CmdResult {
+    let table = Conf::parse(args)?;
+    let result = prev_result(args)?;
+    let ips = ips_of(&result, &args.ifname);
+    if ips.is_empty() {
+        return Err(CniError::internal(format!(
+            "No IP addresses supplied on interface: {}",
+            args.ifname
+        )));
+    }
+    let (ns, _lock) = lock_netns(ns_path(args)?)?
+        .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
+    ns.run(|| -> Result<(), CniError> {
+        let nl = Netlink::host()?;
+        let mut undo = Undo::default();
+        let r = match table {
+            Some(t) => rules_only(&nl, &ips, t, &mut undo),
+            None => route_tables(&nl, &args.ifname, &result, &ips, &mut undo),
+        };
+        if r.is_err() {
+            undo.run(&nl);
+        }
+        r
+    })??;
+    Ok(Output::Result(result))
+}
+
+/// What a failed ADD takes back: its rules, its tables' routes, and the
+/// main-table routes it already removed.
+#[derive(Default)]
+struct Undo {
+    rules: Vec<Rule>,
+    tables: Vec<(IpFamily, u32)>,
+    removed_from_main: Vec<Route>,
+}
+
+impl Undo {
+    fn run(&self, nl: &Netlink) {
+        for r in &self.rules {
+            if let Err(e) = nl.del_rule(r) {
+                log::error!("undoing a failed ADD: {e}");
+            }
+        }
+        for &(family, t) in &self.tables {
+            if let Err(e) = flush_table(nl, family, t) {
+                log::error!("undoing a failed ADD: {e}");
+            }
+        }
+        for r in &self.removed_from_main {
+            if let Err(e) = nl.replace_route(r) {
+                log::error!("undoing a failed ADD: {e}");
+            }
+        }
+    }
+}
+
+fn family_of(ip: &IpNetwork) -> IpFamily {
+    IpFamily::of(&ip.ip())
+}
+
+/// `table` mode: only the rules; the routes are already in that table.
+fn rules_only(
+    nl: &Netlink,
+    ips: &[IpNetwork],
+    table: u32,
+    undo: &mut Undo,
+) -> Result<(), CniError> {
+    for ip in ips {
+        let rule = Rule::from_source(host_net(ip), table);
+        nl.add_rule(&rule)
+            .map_err(|e| CniError::internal(format!("failed to add rule: {e}")))?;
+        undo.rules.push(rule);
+    }
+    Ok(())
+}
+
+/// Tables in use by a rule or holding a route, in either family.
+fn used_tables(nl: &Netlink) -> Result<HashSet<u32>, CniError> {
+    let mut used = HashSet::new();
+    for family in [IpFamily::V4, IpFamily::V6] {
+        used.extend(nl.rules(family)?.iter().map(|r| r.table));
+        used.extend(nl.routes_all_tables(family)?.iter().filter_map(|r| r.table));
+    }
+    Ok(used)
+}
+
+fn next_free(used: &HashSet<u32>, from: u32) -> Result<u32, CniError> {
+    (from..u32::MAX)
+        .find(|t| !used.contains(t) && !(253..=255).contains(t))
+        .ok_or_else(|| CniError::internal("no free routing table"))
+}
+
+/// Does `route` belong with `ip` (the reference's test, but per family:
+/// its source or gateway lies in the address's subnet, or it has neither)?
+fn belongs_to(route: &Route, ip: &IpNetwork) -> bool {
+    if IpFamily::of(&route.dst.ip()) != family_of(ip) {
+        return false;
+    }
+    let within = |a: Option<std::net::IpAddr>| a.is_some_and(|a| ip.contains(a));
+    within(route.src) || within(route.gateway) || (route.src.is_none() && route.gateway.is_none())
+}
+
+/// The default mode: per address, a free table with the interface's
+/// routes of that family (and the default route through the gateway),
+/// a rule pointing to it; then those routes leave the main table.
+fn route_tables(
+    nl: &Netlink,
+    ifname: &str,
+    result: &CniResult,
+    ips: &[IpNetwork],
+    undo: &mut Undo,
+) -> Result<(), CniError> {
+    let link = nl.link_by_name(ifname)?.ok_or_else(|| {
+        CniError::internal(format!(
+            "Cannot find network interface {ifname}: Link not found"
+        ))
+    })?;
+    let mut main_routes = Vec::new();
+    for family in [IpFamily::V4, IpFamily::V6] {
+        main_routes.extend(
+            nl.routes(family, Some(TABLE_MAIN))?
+                .into_iter()
+                .filter(|r| r.oif == Some(link.index)),
+        );
+    }
+    let mut used = used_tables(nl)?;
+    let mut table = next_free(&used, FIRST_TABLE)?;
+    let mut moved: Vec<Route> = Vec::new();
+    for ip in ips {
+        let family = family_of(ip);
+        let rule = Rule::from_source(host_net(ip), table);
+        nl.add_rule(&rule)
+            .map_err(|e| CniError::internal(format!("Failed to add rule: {e}")))?;
+        undo.rules.push(rule);
+        undo.tables.push((family, table));
+        used.insert(table);
+        let gateway = result
+            .ips
+            .iter()
+            .find(|c| c.address == *ip)
+            .and_then(|c| c.gateway);
+        if let Some(gw) = gateway {
+            let mut r = Route::default_route(family).via(gw).dev(link.index);
+            r.table = Some(table);
+            nl.replace_route(&r).map_err(|e| {
+                CniError::internal(format!("Failed to add default route to {gw}: {e}"))
+            })?;
+        }
+        for r in main_routes.iter().filter(|r| belongs_to(r, ip)) {
+            let mut copy = r.clone();
+            copy.table = Some(table);
+            copy.onlink = false;
+            nl.replace_route(&copy)
+                .map_err(|e| CniError::internal(format!("Failed to readd route: {e}")))?;
+            if !moved.contains(r) {
+                moved.push(r.clone());
+            }
+        }
+        table = next_free(&used, table + 1)?;
+    }
+    for r in moved {
+        nl.del_route(&r)
+            .map_err(|e| CniError::internal(format!("Failed to delete route: {e}")))?;
+        undo.removed_from_main.push(r);
+    }
+    Ok(())
+}
+
+fn flush_table(nl: &Netlink, family: IpFamily, table: u32) -> Result<(), CniError> {
+    for r in nl.routes(family, Some(table))? {
+        nl.del_route(&r)?;
+    }
+    Ok(())
+}
+
+/// The addresses sbr made rules for: the prevResult's when there is one,
+/// else the interface's (the reference's way).
+fn del_ips(args: &CmdArgs, nl: &Netlink) -> Result<Vec<IpNetwork>, CniError> {
+    if let Ok(Some(prev)) = args.prev_result() {
+        let ips = ips_of(&prev, &args.ifname);
+        if !ips.is_empty() {
+            return Ok(ips);
+        }
+    }
+    let Some(link) = nl.link_by_name(&args.ifname)? else {
+        return Ok(Vec::new());
+    };
+    Ok(nl.addrs(&link, None)?.iter().map(|a| a.address).collect())
+}
+
+/// DEL: the rules from the interface's addresses (to `table` when set),
+/// and, without `table`, the routes of the tables they pointed to unless
+/// another rule still uses that table. A gone netns is success and is
+/// never created.
+fn del(args: &CmdArgs) -> CmdResult {
+    let table = Conf::parse(args)?;
+    let Some(path) = args.netns.as_deref().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(Output::Nothing);
+    };
+    let Some((ns, _lock)) = lock_netns(path)? else {
+        return Ok(Output::Nothing);
+    };
+    ns.run(|| -> Result<(), CniError> {
+        let nl = Netlink::host()?;
+        let sources: HashSet<IpNetwork> = del_ips(args, &nl)?.iter().map(host_net).collect();
+        let mut errors = Vec::new();
+        for family in [IpFamily::V4, IpFamily::V6] {
+            let rules = nl.rules(family)?;
+            let (mine, others): (Vec<&Rule>, Vec<&Rule>) = rules.iter().partition(|r| {
+                r.src.is_some_and(|s| sources.contains(&s))
+                    && table.is_none_or(|t| t == r.table)
+                    && !r.l3mdev
+            });
+            for r in &mine {
+                if let Err(e) = nl.del_rule(r) {
+                    errors.push(format!("Failed to delete rule {e}"));
+                }
+            }
+            if table.is_some() {
+                continue;
+            }
+            let tables: HashSet<u32> = mine.iter().map(|r| r.table).collect();
+            for t in tables {
+                if t < FIRST_TABLE || others.iter().any(|o| o.table == t) {
+                    continue;
+                }
+                if let Err(e) = flush_table(&nl, family, t) {
+                    errors.push(e.msg);
+                }
+            }
+        }
+        match errors.pop() {
+            Some(e) => Err(CniError::internal(e)),
+            None => Ok(()),
+        }
+    })??;
+    Ok(Output::Nothing)
+}
+
+/// CHECK: every address has its rule, and (without `table`) the table it
+/// points to routes through the interface.
+fn check(args: &CmdArgs) -> CmdResult {
+    let table = Conf::parse(args)?;
+    let result = prev_result(args)?;
+    let ips = ips_of(&result, &args.ifname);
+    let (ns, _lock) = lock_netns(ns_path(args)?)?
+        .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
+    ns.run(|| -> Result<(), CniError> {
+        let nl = Netlink::host()?;
+        let link = nl.link_by_name(&args.ifname)?.ok_or_else(|| {
+            CniError::internal(format!("Cannot find network interface {}", args.ifname))
+        })?;
+        for ip in &ips {
+            let family = family_of(ip);
+            let src = host_net(ip);
+            let rule = nl
+                .rules(family)?
+                .into_iter()
+                .find(|r| r.src == Some(src) && table.is_none_or(|t| t == r.table))
+                .ok_or_else(|| CniError::internal(format!("no rule from {src}")))?;
+            if table.is_none()
+                && !nl
+                    .routes(family, Some(rule.table))?
+                    .iter()
+                    .any(|r| r.oif == Some(link.index))
+            {
+                return Err(CniError::internal(format!(
+                    "table {} has no route through {}",
+                    rule.table, args.ifname
+                )));
+            }
+        }
+        Ok(())
+    })??;
+    Ok(Output::Nothing)
+}
+
+fn main() -> ExitCode {
+    cni_skel::run(&Sbr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_tables_skip_used_and_reserved() {
+        let used: HashSet<u32> = [100, 101, 103].into_iter().collect();
+        assert_eq!(next_free(&used, 100).ok(), Some(102));
+        assert_eq!(next_free(&HashSet::new(), 253).ok(), Some(256));
+    }
+
+    #[test]
+    fn routes_belong_per_family() {
+        let ip: IpNetwork = "10.126.1.2/24".parse().unwrap();
+        let v6 = Route::new("fd26:126::/64".parse().unwrap());
+        let connected = Route::new("10.126.1.0/24".parse().unwrap());
+        let mut far = Route::new("10.9.0.0/16".parse().unwrap());
+        far.gateway = Some("10.126.1.1".parse().unwrap());
+        let mut other = Route::new("10.9.0.0/16".parse().unwrap());
+        other.gateway = Some("10.127.1.1".parse().unwrap());
+        assert!(!belongs_to(&v6, &ip));
+        assert!(belongs_to(&connected, &ip));
+        assert!(belongs_to(&far, &ip));
+        assert!(!belongs_to(&other, &ip));
+    }
+}
