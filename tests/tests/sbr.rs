@@ -165,7 +165,10 @@ impl Ctr {
         let out = self.ns.exec("ip", &[fam, "route", "show", "table", table]);
         let err = String::from_utf8_lossy(&out.stderr);
         // A v6 table that never held a route does not exist: empty.
-        assert!(out.status.success() || err.contains("does not exist"), "{err}");
+        assert!(
+            out.status.success() || err.contains("does not exist"),
+            "{err}"
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         let mut v: Vec<String> = text.lines().map(|l| l.trim().to_string()).collect();
         v.sort();
