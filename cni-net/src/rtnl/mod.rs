@@ -1,20 +1,21 @@
-//! The rtnetlink facade: links, addresses and routes in one network
-//! namespace, as blocking calls on small owned types. Requests go through
-//! `crate::nl`'s socket; operations are moving from the hand-built codec
-//! (`msg`) to netlink-packet-route's types.
+//! The rtnetlink facade: links, addresses, routes and the rest in one
+//! network namespace, as blocking calls on small owned types. Requests are
+//! netlink-packet-route's message types, sent through `crate::nl`'s socket
+//! (see there for how to add an operation); plugins never see those types.
 //!
-//! This is a drop-in for the `netlink` facade (same types, same methods,
-//! same error texts). Each [`Netlink`] owns one `NETLINK_ROUTE` socket; a
-//! method is one `sendto` and the `recvfrom`s of its answer.
+//! Each [`Netlink`] owns one `NETLINK_ROUTE` socket, with strict checking of
+//! GET requests on (dumps filtered by the kernel); a method is one `sendto`
+//! and the `recvfrom`s of its answer.
 //!
 //! A netlink socket talks to the namespace it was created in. [`Netlink::host`]
-//! creates its socket on the calling thread; [`Netlink::for_ns`] creates it on
-//! a short-lived thread inside the target namespace and then uses it from
-//! the caller's thread, so no thread ever switches namespace back and forth.
+//! creates its socket on the calling thread; [`Netlink::for_ns`] creates it
+//! inside the target namespace ([`NetNs::run`]) and then uses it from the
+//! caller's namespace.
 //!
-//! Layout: `msg` is the legacy request building and attribute walking;
-//! `link`, `addr` and `route` the message bodies, their parsers and the
-//! [`Netlink`] methods; [`addr_flags`] and [`bridge_vlan`] the extras.
+//! Layout: `link`, `addr` and `route` build the messages, read the
+//! answers into [`Link`], [`Addr`] and [`Route`], and hold the [`Netlink`]
+//! methods; [`addr_flags`], [`bridge_vlan`] and the other files add
+//! operations the same way.
 
 use crate::error::NetError;
 use crate::netns::NetNs;
