@@ -9,6 +9,9 @@ use ipnetwork::IpNetwork;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+/// The kernel's local table (addresses of this host).
+const TABLE_LOCAL: u32 = 255;
+
 /// How many random host-side names to try before giving up, as the reference.
 const VETH_NAME_TRIES: usize = 10;
 
@@ -293,10 +296,18 @@ pub fn check_routes(nl: &Netlink, result: &CniResult) -> Result<(), CniError> {
             IpFamily::V6
         };
         let dst = IpNetwork::new(want.dst.network(), want.dst.prefix()).unwrap_or(want.dst);
-        let routes = nl.routes(family, want.table)?;
-        let found = routes
-            .iter()
-            .any(|r| r.dst_network() == dst && (want.gw.is_none() || r.gateway == want.gw));
+        let matches =
+            |r: &Route| r.dst_network() == dst && (want.gw.is_none() || r.gateway == want.gw);
+        let mut found = nl.routes(family, want.table)?.iter().any(matches);
+        // A route of the main table may have moved with a later plugin of
+        // the chain: sbr copies it into a per-address table, a VRF into its
+        // own. Any table but local counts then.
+        if !found && want.table.is_none() {
+            found = nl
+                .routes_all_tables(family)?
+                .iter()
+                .any(|r| r.table != Some(TABLE_LOCAL) && matches(r));
+        }
         if !found {
             let via = want.gw.map(|g| format!(" via {g}")).unwrap_or_default();
             return Err(CniError::internal(format!(

@@ -470,3 +470,48 @@ fn replies_leave_through_the_incoming_interface() {
         .run()
         .ok();
 }
+
+/// A libcni CHECK of [bridge, sbr] passes: bridge's CHECK finds its
+/// gateway where sbr moved it (the reference's always fails here). Run
+/// through cni-runtime inside a private "host" namespace.
+#[test]
+fn chain_check_after_bridge() {
+    if skip_unless_root("chain_check_after_bridge") {
+        return;
+    }
+    use cni_runtime::{CniConfig, NetworkConfigList, RuntimeConf};
+    let host = Netns::new("sbh");
+    let ctr = Netns::new("sbc");
+    let dir = rcni_tests::tempdir::TempDir::new("sbrchain");
+    let list = json!({
+        "cniVersion": "1.0.0",
+        "name": "sbrchain",
+        "plugins": [
+            {"type": "bridge", "bridge": unique("sbbr"), "isGateway": true,
+             "ipam": {"type": "host-local", "subnet": "10.126.20.0/24",
+                      "dataDir": dir.join("ipam").display().to_string(),
+                      "routes": [{"dst": "10.126.21.0/24"}]}},
+            {"type": "sbr"},
+        ],
+    });
+    let list = NetworkConfigList::from_bytes(list.to_string().as_bytes()).unwrap();
+    let cni = CniConfig::new(vec![rcni_tests::bin_dir()]).with_cache_dir(dir.join("cache"));
+    let rt = RuntimeConf {
+        container_id: "sbrchain".into(),
+        netns: ctr.path().display().to_string(),
+        ifname: "eth0".into(),
+        args: Vec::new(),
+        capability_args: Default::default(),
+    };
+    host.run_in(|| cni.add_network_list(&list, &rt)).unwrap();
+    let main = ctr.exec_ok("ip", &["-4", "route", "show", "table", "main"]);
+    assert!(main.trim().is_empty(), "sbr left routes in main: {main}");
+    let t100 = ctr.exec_ok("ip", &["-4", "route", "show", "table", "100"]);
+    assert!(t100.contains("10.126.21.0/24 via 10.126.20.1"), "{t100}");
+    host.run_in(|| cni.check_network_list(&list, &rt)).unwrap();
+    // A moved route that goes missing is still caught.
+    ctr.exec_ok("ip", &["route", "del", "10.126.21.0/24", "table", "100"]);
+    assert!(host.run_in(|| cni.check_network_list(&list, &rt)).is_err());
+    host.run_in(|| cni.del_network_list(&list, &rt)).unwrap();
+    host.run_in(|| cni.del_network_list(&list, &rt)).unwrap();
+}
