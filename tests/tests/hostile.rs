@@ -1307,11 +1307,7 @@ fn hostile_vlan() {
             Kind::Int(0, 4094),
             vec![json!(4095), json!(5000), json!("10")],
         ),
-        key(
-            "mtu",
-            Kind::Int(0, 1500),
-            vec![json!(1501), json!(65536), json!(67)],
-        ),
+        key("mtu", Kind::Int(0, 1500), vec![json!(1501), json!(65536)]),
     ]);
     hostile(&w, base, keys, link_plugin_traits(), &[]);
 }
