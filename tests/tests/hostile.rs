@@ -206,6 +206,24 @@ impl World {
             .container
             .exec_ok("sysctl", &["-a", "--pattern", "^net\\."]);
         state.extend(sysctls.lines().map(str::to_string));
+        // sbr's whole effect: rules and routes in the container.
+        if self.plugin == "sbr" {
+            for fam in ["-4", "-6"] {
+                let rules = self.container.exec_ok("ip", &[fam, "rule"]);
+                let routes = self
+                    .container
+                    .exec_ok("ip", &[fam, "route", "show", "table", "all"]);
+                // The local routes of link-local addresses come when the
+                // kernel makes those addresses, at its own pace.
+                state.extend(
+                    rules
+                        .lines()
+                        .chain(routes.lines())
+                        .filter(|l| !l.starts_with("local fe80:"))
+                        .map(str::to_string),
+                );
+            }
+        }
         state
     }
 
@@ -1796,6 +1814,56 @@ fn hostile_tuning() {
     let t = Traits {
         uses_netns: true,
         strict_args: true,
+        delegates: false,
+        prev_cmd: Some("ADD"),
+    };
+    hostile(&w, base, keys, t, &[]);
+}
+
+#[test]
+fn hostile_sbr() {
+    if skip_unless_root("hostile_sbr") {
+        return;
+    }
+    let mut w = World::new("sbr", 32);
+    w.watch_container = true;
+    let c = &w.container;
+    c.exec_ok(
+        "ip",
+        &[
+            "link", "add", "eth0", "type", "veth", "peer", "name", "hxs1",
+        ],
+    );
+    c.exec_ok("ip", &["addr", "add", "10.80.32.2/24", "dev", "eth0"]);
+    c.exec_ok("ip", &["link", "set", "eth0", "up"]);
+    c.exec_ok("ip", &["link", "set", "hxs1", "up"]);
+    let mut prev = w.prev();
+    prev["ips"][0]["gateway"] = json!("10.80.32.1");
+    let base = json!({
+        "cniVersion": "1.1.0", "name": w.name, "type": "sbr",
+        "prevResult": prev,
+    });
+    warm_up(&w, &base);
+    let mut keys = common_keys();
+    // Without prevResult sbr ADD must refuse: it can only be chained.
+    keys.iter_mut()
+        .filter(|k| k.path == ["prevResult"])
+        .for_each(|k| k.null = Expect::Fail);
+    keys.extend([
+        key(
+            "table",
+            Kind::Int(1, 4_294_967_295),
+            vec![json!(0), json!(253), json!(254), json!(255)],
+        ),
+        key(
+            "prevResult.interfaces",
+            Kind::Arr,
+            vec![json!([{"name": "MARK"}]), json!([{"name": "../MARK"}])],
+        ),
+    ]);
+    let t = Traits {
+        uses_netns: true,
+        strict_args: false,
         delegates: false,
         prev_cmd: Some("ADD"),
     };
