@@ -106,6 +106,12 @@ impl NetNs {
         }
     }
 
+    /// The namespace's identity (device and inode of its nsfs file): equal
+    /// for two handles of one namespace, also across processes.
+    pub fn id(&self) -> Option<(u64, u64)> {
+        self.file.metadata().ok().map(|m| (m.dev(), m.ino()))
+    }
+
     /// Runs `f` inside this namespace, on the calling thread, and returns
     /// its value; the thread is back in its own namespace afterwards.
     ///

@@ -13,6 +13,7 @@ pub mod env;
 pub mod error;
 pub mod gojson;
 pub mod logger;
+pub mod state;
 pub mod types;
 pub mod version;
 

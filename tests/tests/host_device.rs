@@ -8,8 +8,8 @@
 #![cfg(test)]
 
 use rcni_tests::host_local_util::DataDir;
-use rcni_tests::iface_util::{conf, link, ping, run, with_prev};
-use rcni_tests::{Invocation, Netns, bin, go_bin, skip_unless_root};
+use rcni_tests::iface_util::{conf, eventually, link, ping, run, with_prev};
+use rcni_tests::{Invocation, Netns, bin, go_bin, skip_unless_root, unique};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -112,14 +112,15 @@ fn moves_in_configured_and_back_under_its_name() {
         "{e}"
     );
 
-    // DEL: back on the host under its name, alias cleared, down (as the
-    // reference), the address released; a second DEL is a no-op.
+    // DEL: back on the host under its name, alias cleared, up as it was
+    // (the reference leaves it down), the address released; a second DEL
+    // is a no-op.
     run(&ours(), "DEL", "c1", &h, &cont, "eth0", &cp).ok();
     let back = link(&h, DEV);
     assert_eq!(back["address"], mac);
     assert_eq!(back["mtu"], 1400);
     assert!(back.get("ifalias").is_none_or(|a| a == ""), "{back}");
-    assert!(!flags(&back).contains(&"UP".to_string()));
+    assert!(flags(&back).contains(&"UP".to_string()));
     assert!(container_links(&cont).is_empty());
     assert!(data.reservations().is_empty());
     run(&ours(), "DEL", "c1", &h, &cont, "eth0", &cp).ok();
@@ -334,4 +335,240 @@ fn ours_and_go_undo_each_other() {
     run(&go, "DEL", "c6", &h, &cont, "eth0", &with_prev(&c, &ro)).ok();
     assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
     assert!(data.reservations().is_empty());
+}
+
+/// The host-side state file of an attachment.
+fn state_file(cid: &str, ifname: &str) -> PathBuf {
+    PathBuf::from(format!("/run/cni-rcni/host-device/{cid}_{ifname}.json"))
+}
+
+/// A host whose device (`hdv0`, MTU 1400, up) carries addresses and a
+/// route, its veth peer in a namespace of its own (`peer`) on
+/// 10.136.1.0/24 and fd36:1::/64: traffic to the device crosses the wire.
+fn configured_host() -> (Netns, Netns) {
+    let h = Netns::new("hdh");
+    let peer = Netns::new("hdq");
+    h.exec_ok("ip", &["link", "set", "lo", "up"]);
+    h.exec_ok(
+        "ip",
+        &[
+            "link",
+            "add",
+            DEV,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            PEER,
+            "netns",
+            peer.name(),
+        ],
+    );
+    h.exec_ok("ip", &["link", "set", DEV, "mtu", "1400", "up"]);
+    h.exec_ok("ip", &["addr", "add", "10.136.1.1/24", "dev", DEV]);
+    h.exec_ok("ip", &["addr", "add", "fd36:1::1/64", "dev", DEV, "nodad"]);
+    h.exec_ok(
+        "ip",
+        &[
+            "route",
+            "add",
+            "10.136.51.0/24",
+            "via",
+            "10.136.1.2",
+            "dev",
+            DEV,
+            "metric",
+            "77",
+        ],
+    );
+    peer.exec_ok("ip", &["link", "set", PEER, "mtu", "1400", "up"]);
+    peer.exec_ok("ip", &["addr", "add", "10.136.1.2/24", "dev", PEER]);
+    peer.exec_ok("ip", &["addr", "add", "fd36:1::2/64", "dev", PEER, "nodad"]);
+    (h, peer)
+}
+
+/// A config on `hdv0` with host-local on 10.136.n.0/24.
+fn hd136(data: &DataDir, n: u8) -> Value {
+    let mut c = hd(data, 0, json!({}));
+    c["ipam"]["ranges"] = json!([[{"subnet": format!("10.136.{n}.0/24")}]]);
+    c
+}
+
+/// What the host has of the device: name, MTU, up, addresses, the route.
+fn host_side(h: &Netns) -> (Value, Value, bool, Vec<String>, String) {
+    let l = link(h, DEV);
+    let route = h
+        .exec_ok("ip", &["route", "show", "10.136.51.0/24"])
+        .trim()
+        .to_string();
+    (
+        l["ifname"].clone(),
+        l["mtu"].clone(),
+        flags(&l).contains(&"UP".to_string()),
+        h.addrs(DEV).into_iter().collect(),
+        route,
+    )
+}
+
+#[test]
+fn del_restores_the_host_side_and_the_device_answers_again() {
+    if skip_unless_root("host_device::del_restores_the_host_side_and_the_device_answers_again") {
+        return;
+    }
+    let (h, peer) = configured_host();
+    let data = DataDir::new("hd7");
+    let cont = Netns::new("hdc");
+    let cid = unique("iface15");
+    let before = host_side(&h);
+    assert_eq!(
+        before,
+        (
+            json!(DEV),
+            json!(1400),
+            true,
+            vec!["10.136.1.1/24".to_string(), "fd36:1::1/64".to_string()],
+            "10.136.51.0/24 via 10.136.1.2 dev hdv0 metric 77".to_string()
+        )
+    );
+    assert!(ping(&peer, "10.136.1.1"), "peer -> host device before ADD");
+    let mut c = hd136(&data, 1);
+    c["ipam"]["ranges"][0][0]["rangeStart"] = json!("10.136.1.100");
+    let r = run(&ours(), "ADD", &cid, &h, &cont, "eth0", &c).ok();
+    // The device is the container's, with its IPAM address only; the host
+    // side is saved beside the host.
+    assert_eq!(link(&h, DEV), Value::Null);
+    assert!(state_file(&cid, "eth0").is_file());
+    assert_eq!(cont.addrs("eth0").len(), 1, "{r}");
+    assert!(ping(&cont, "10.136.1.2"), "container -> peer");
+    // The workload changes the MTU; DEL puts the host's back.
+    cont.exec_ok("ip", &["link", "set", "eth0", "mtu", "1280"]);
+    run(&ours(), "DEL", &cid, &h, &cont, "eth0", &with_prev(&c, &r)).ok();
+    assert_eq!(host_side(&h), before);
+    assert!(!state_file(&cid, "eth0").exists());
+    assert!(data.reservations().is_empty());
+    assert!(ping(&peer, "10.136.1.1"), "peer -> host device after DEL");
+    // The restored v6 address goes through DAD again.
+    assert!(
+        eventually(|| peer
+            .exec("ping", &["-c", "1", "-W", "1", "fd36:1::1"])
+            .status
+            .success()),
+        "peer -> host device over IPv6 after DEL"
+    );
+    run(&ours(), "DEL", &cid, &h, &cont, "eth0", &c).ok();
+}
+
+#[test]
+fn a_failed_add_and_a_gone_netns_leave_the_host_side_as_it_was() {
+    if skip_unless_root("host_device::a_failed_add_and_a_gone_netns_leave_the_host_side_as_it_was")
+    {
+        return;
+    }
+    let (h, peer) = configured_host();
+    let data = DataDir::new("hd8");
+    let cid = unique("iface15");
+    let before = host_side(&h);
+    let c = hd136(&data, 8);
+    // IPAM fails after the move: the device comes back configured.
+    let cont = Netns::new("hdc");
+    let mut bad = c.clone();
+    bad["ipam"]["ranges"] = json!([]);
+    run(&ours(), "ADD", &cid, &h, &cont, "eth0", &bad).err();
+    assert_eq!(host_side(&h), before);
+    assert!(!state_file(&cid, "eth0").exists());
+    assert!(ping(&peer, "10.136.1.1"));
+    // The container's interface name is taken: nothing moves.
+    cont.exec_ok(
+        "ip",
+        &[
+            "link", "add", "eth0", "type", "veth", "peer", "name", "hdy0",
+        ],
+    );
+    run(&ours(), "ADD", &cid, &h, &cont, "eth0", &c).err();
+    assert_eq!(host_side(&h), before);
+    cont.exec_ok("ip", &["link", "del", "eth0"]);
+    // The container has a link named as the device's host name: the device
+    // still goes in as eth0, and back under its name.
+    cont.exec_ok(
+        "ip",
+        &["link", "add", DEV, "type", "veth", "peer", "name", "hdx0"],
+    );
+    run(&ours(), "ADD", &cid, &h, &cont, "eth0", &c).ok();
+    assert_eq!(link(&cont, "eth0")["ifalias"], DEV);
+    run(&ours(), "DEL", &cid, &h, &cont, "eth0", &c).ok();
+    assert_eq!(host_side(&h), before);
+    assert!(link(&cont, DEV).is_object());
+    // The netns goes away with the device in it (a veth dies with it): DEL
+    // succeeds and drops the saved state.
+    run(&ours(), "ADD", &cid, &h, &cont, "eth0", &c).ok();
+    assert!(state_file(&cid, "eth0").is_file());
+    let path = cont.path();
+    drop(cont);
+    Invocation::new(ours(), "DEL")
+        .env("CNI_CONTAINERID", &cid)
+        .env("CNI_IFNAME", "eth0")
+        .env("CNI_NETNS", path.display().to_string())
+        .in_host(&h)
+        .config(&c)
+        .run()
+        .ok();
+    assert!(!state_file(&cid, "eth0").exists());
+    assert!(data.reservations().is_empty());
+}
+
+#[test]
+fn gc_drops_the_saved_state_of_invalid_attachments_of_its_network() {
+    if skip_unless_root(
+        "host_device::gc_drops_the_saved_state_of_invalid_attachments_of_its_network",
+    ) {
+        return;
+    }
+    let (h, _peer) = configured_host();
+    let data = DataDir::new("hd9");
+    let cont = Netns::new("hdc");
+    let (kept, stale) = (unique("iface15"), unique("iface15"));
+    let c = hd136(&data, 9);
+    run(&ours(), "ADD", &kept, &h, &cont, "eth0", &c).ok();
+    // A file of another network's attachment and a stale one of ours.
+    let foreign = state_file(&stale, "net9");
+    std::fs::write(&foreign, br#"{"network":"other"}"#).unwrap();
+    let ours_stale = state_file(&stale, "eth0");
+    std::fs::copy(state_file(&kept, "eth0"), &ours_stale).unwrap();
+    let mut gc = c.clone();
+    gc["cniVersion"] = json!("1.1.0");
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": kept, "ifname": "eth0"}]);
+    Invocation::new(ours(), "GC")
+        .in_host(&h)
+        .config(&gc)
+        .run()
+        .ok();
+    assert!(state_file(&kept, "eth0").is_file());
+    assert!(!ours_stale.exists());
+    assert!(foreign.exists());
+    std::fs::remove_file(&foreign).unwrap();
+    run(&ours(), "DEL", &kept, &h, &cont, "eth0", &c).ok();
+    assert!(!state_file(&kept, "eth0").exists());
+}
+
+#[test]
+fn del_finishes_what_a_killed_del_left() {
+    if skip_unless_root("host_device::del_finishes_what_a_killed_del_left") {
+        return;
+    }
+    let (h, peer) = configured_host();
+    let data = DataDir::new("hd10");
+    let cont = Netns::new("hdc");
+    let cid = unique("iface15");
+    let before = host_side(&h);
+    let c = hd136(&data, 10);
+    run(&ours(), "ADD", &cid, &h, &cont, "eth0", &c).ok();
+    // Where a DEL killed between its rename in the container and the move
+    // leaves the device: down, under its host name, the alias still set.
+    cont.exec_ok("ip", &["link", "set", "eth0", "down"]);
+    cont.exec_ok("ip", &["link", "set", "eth0", "name", DEV]);
+    run(&ours(), "DEL", &cid, &h, &cont, "eth0", &c).ok();
+    assert_eq!(host_side(&h), before);
+    assert!(container_links(&cont).is_empty());
+    assert!(!state_file(&cid, "eth0").exists());
+    assert!(ping(&peer, "10.136.1.1"));
 }

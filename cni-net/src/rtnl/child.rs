@@ -318,21 +318,39 @@ impl Netlink {
     /// Moves a link into `ns` and renames it there to `name`, in one request.
     /// The kernel moves it first and renames after, so a taken `name` can
     /// leave it moved under its old name: only use this towards a namespace
-    /// where neither name can be taken (an empty one).
+    /// where neither name can be taken (an empty one), or see
+    /// [`Netlink::move_rename_alias`].
     pub fn set_ns_name(&self, link: &super::Link, ns: &NetNs, name: &str) -> Result<(), NetError> {
-        let m = set_message(
-            link.index,
-            vec![
-                LinkAttribute::NetNsFd(ns.as_raw_fd()),
-                LinkAttribute::IfName(name.to_string()),
-            ],
-        );
+        self.move_rename_alias(link, ns, name, None)
+    }
+
+    /// One `RTM_SETLINK` that moves a link into `ns`, names it `name` there
+    /// and sets its alias (`Some("")` clears it). The kernel moves the link
+    /// under its current name when that name is free in `ns` and renames it
+    /// afterwards (a taken `name` then fails after the move); when the
+    /// current name is taken there it moves it straight under `name` (a
+    /// taken `name` then fails before anything moved). The alias is set
+    /// last, inside `ns`.
+    pub fn move_rename_alias(
+        &self,
+        link: &super::Link,
+        ns: &NetNs,
+        name: &str,
+        alias: Option<&str>,
+    ) -> Result<(), NetError> {
+        let mut attrs = vec![
+            LinkAttribute::NetNsFd(ns.as_raw_fd()),
+            LinkAttribute::IfName(name.to_string()),
+        ];
+        if let Some(a) = alias {
+            attrs.push(LinkAttribute::IfAlias(a.to_string()));
+        }
         let op = format!(
             "move {} to netns {} as {name}",
             link.name,
             ns.path().display()
         );
-        self.route().ack(&m, 0, &op)
+        self.route().ack(&set_message(link.index, attrs), 0, &op)
     }
 
     /// Sets `IFLA_IFALIAS`; an empty alias clears it.

@@ -327,6 +327,31 @@ impl Netlink {
         )
     }
 
+    /// The routes of one family through link `index`, in every table: the
+    /// kernel filters the dump by `RTA_OIF` (strict checking); the check
+    /// stays for kernels that ignore the filter. Multipath routes are not
+    /// reported.
+    pub fn routes_of_link(&self, family: IpFamily, index: u32) -> Result<Vec<Route>, NetError> {
+        self.route().dump(
+            || {
+                let mut m = RouteMessage::default();
+                m.header.address_family = match family {
+                    IpFamily::V4 => AddressFamily::Inet,
+                    IpFamily::V6 => AddressFamily::Inet6,
+                };
+                m.attributes.push(RouteAttribute::Oif(index));
+                RouteNetlinkMessage::GetRoute(m)
+            },
+            "list routes",
+            |m| match m {
+                RouteNetlinkMessage::NewRoute(m) => {
+                    Route::from_message(m).filter(|r| r.oif == Some(index))
+                }
+                _ => None,
+            },
+        )
+    }
+
     /// Deletes the first route matching `route` (unset fields match any);
     /// no match is not an error.
     pub fn del_route(&self, route: &Route) -> Result<(), NetError> {

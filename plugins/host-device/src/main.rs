@@ -1,10 +1,12 @@
 //! The CNI host-device plugin: moves an existing host network device into
 //! the container as `CNI_IFNAME` (its host name kept in `IFLA_IFALIAS`) and
-//! back on DEL. The move goes through an empty temporary namespace, where
-//! the rename cannot clash with anything (as the reference since v1.6.0).
+//! back on DEL, each way in one netns move that never shows the device on
+//! the host under a foreign name. What it had on the host (MTU, up/down,
+//! addresses, routes) is saved at ADD and put back at DEL ([`hostside`]).
 //! Addressing, undo, CHECK are `cni_net::link_plugin`'s.
 
 mod config;
+mod hostside;
 mod sysfs;
 
 use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
@@ -13,6 +15,7 @@ use cni_skel::{
     CmdArgs, CmdResult, CniError, CniResult, Command, Interface, Output, Plugin, delegate,
 };
 use config::{Conf, Selector};
+use hostside::HostSide;
 use std::process::ExitCode;
 use sysfs::Sysfs;
 
@@ -57,36 +60,45 @@ fn dpdk(conf: &Conf, sys: &Sysfs) -> Result<bool, CniError> {
     }
 }
 
-/// Moves `dev` into the container as `ifname`: into an empty temporary
-/// namespace under the new name, alias = host name, then into the
-/// container. If the container has `ifname` already, it goes back to the
-/// host under its name, up again if it was.
-fn move_in(cx: &Ctx, dev: &Link, ifname: &str) -> Result<Link, CniError> {
+/// Moves `dev` into the container as `ifname`, alias = host name, in one
+/// `RTM_SETLINK` (one netns move; the reference since v1.6.0 makes two,
+/// through an empty namespace). `ifname` must be free in the container:
+/// then the kernel either moves the device straight under `ifname` (its
+/// host name is taken there) or moves it under its host name and renames
+/// it inside the container, where the host's udev and NetworkManager do
+/// not see it. Either way no name is ever taken on the host. If the
+/// request fails after the move, the device goes back to the host under
+/// its name, with its configuration.
+fn move_in(cx: &Ctx, dev: &Link, ifname: &str, saved: &HostSide) -> Result<Link, CniError> {
     let fail = |e: String| {
         CniError::internal(format!(
             "failed to move link failed to move {ifname:?} (host: {:?}) to container NS: {e}",
             dev.name
         ))
     };
-    let temp = NetNs::new_anonymous()?;
-    cx.host_nl
-        .set_ns_name(dev, &temp, ifname)
-        .map_err(|e| fail(e.reason()))?;
-    let temp_nl = Netlink::for_ns(&temp)?;
-    let moved = temp_nl.must_link(ifname)?;
-    let into_container = temp_nl
-        .set_alias(&moved, &dev.name)
-        .and_then(|()| temp_nl.set_ns(&moved, &cx.ns));
-    if let Err(e) = into_container {
-        let back = temp_nl
-            .set_alias(&moved, "")
-            .and_then(|()| temp_nl.set_ns_name(&moved, &NetNs::current()?, &dev.name));
-        if let Err(b) = back {
-            log::warn!("rollback: moving {} back to the host: {b}", dev.name);
-        } else if dev.up
-            && let Ok(Some(l)) = cx.host_nl.link_by_name(&dev.name)
-        {
-            let _ = cx.host_nl.set_up(&l);
+    if cx.ns_nl.link_by_name(ifname)?.is_some() {
+        return Err(fail("file exists".into()));
+    }
+    if let Err(e) = cx
+        .host_nl
+        .move_rename_alias(dev, &cx.ns, ifname, Some(&dev.name))
+    {
+        // Not moved: still on the host, as it was. Moved (under either
+        // name): back.
+        if cx.host_nl.link_by_name(&dev.name)?.is_none() {
+            let stranded = [ifname, dev.name.as_str()]
+                .into_iter()
+                .find_map(|n| cx.ns_nl.link_by_name(n).ok().flatten());
+            if let Some(l) = stranded {
+                match move_out(&cx.ns, &cx.ns_nl, &l, &dev.name) {
+                    Ok(()) => {
+                        saved.restore(&cx.host_nl);
+                    }
+                    Err(b) => {
+                        log::warn!("rollback: moving {} back to the host: {}", dev.name, b.msg)
+                    }
+                }
+            }
         }
         return Err(fail(e.reason()));
     }
@@ -94,9 +106,66 @@ fn move_in(cx: &Ctx, dev: &Link, ifname: &str) -> Result<Link, CniError> {
 }
 
 /// Moves the container's `link` back to the host under its alias, the
-/// alias cleared, down (as the reference leaves it). If the host has that
-/// name, it stays in the container, up again if it was.
+/// alias cleared, down (a netns move downs it; DEL then puts back what
+/// [`HostSide`] saved). In the container it is set down and renamed to
+/// its host name first, then moved by one `RTM_SETLINK`: the host never
+/// sees it under a foreign name. If the host has that name, it stays in
+/// the container under its name, up again if it was. If the container has
+/// a link with the host name, it goes through an empty namespace instead
+/// (as the reference, two moves).
 fn move_out(ns: &NetNs, ns_nl: &Netlink, link: &Link, alias: &str) -> Result<(), CniError> {
+    let fail = |e: String| {
+        CniError::internal(format!(
+            "failed to move {:?} (host: {alias:?}) to the host namespace: {e}",
+            link.name
+        ))
+    };
+    let reup = |l: &Link| {
+        if link.up
+            && let Err(e) = ns_nl.set_up(l)
+        {
+            log::warn!("rollback: setting {} up: {e}", link.name);
+        }
+    };
+    if link.up {
+        ns_nl.set_down(link).map_err(|e| fail(e.reason()))?;
+    }
+    let mut renamed = link.clone();
+    if link.name != alias {
+        match ns_nl.set_name(link, alias) {
+            Ok(()) => renamed.name = alias.to_string(),
+            Err(e) if e.is_exists() => {
+                reup(link);
+                return move_out_via_empty_ns(ns, ns_nl, link, alias);
+            }
+            Err(e) => {
+                reup(link);
+                return Err(fail(e.reason()));
+            }
+        }
+    }
+    let home = NetNs::current()?;
+    if let Err(e) = ns_nl.move_rename_alias(&renamed, &home, alias, Some("")) {
+        if renamed.name != link.name
+            && let Err(b) = ns_nl.set_name(&renamed, &link.name)
+        {
+            log::warn!("rollback: renaming {alias} back to {}: {b}", link.name);
+        }
+        reup(link);
+        return Err(fail(e.reason()));
+    }
+    Ok(())
+}
+
+/// [`move_out`] through an empty temporary namespace, where the rename
+/// cannot clash: for a container that has a link named as the device's
+/// host name.
+fn move_out_via_empty_ns(
+    ns: &NetNs,
+    ns_nl: &Netlink,
+    link: &Link,
+    alias: &str,
+) -> Result<(), CniError> {
     let fail = |e: String| {
         CniError::internal(format!(
             "failed to move {:?} (host: {alias:?}) to the host namespace: {e}",
@@ -109,14 +178,9 @@ fn move_out(ns: &NetNs, ns_nl: &Netlink, link: &Link, alias: &str) -> Result<(),
         .map_err(|e| fail(e.reason()))?;
     let temp_nl = Netlink::for_ns(&temp)?;
     let moved = temp_nl.must_link(alias)?;
-    let to_host = temp_nl
-        .set_alias(&moved, "")
-        .and_then(|()| temp_nl.set_ns(&moved, &NetNs::current()?));
+    let to_host = temp_nl.move_rename_alias(&moved, &NetNs::current()?, alias, Some(""));
     if let Err(e) = to_host {
-        let back = temp_nl
-            .set_alias(&moved, alias)
-            .and_then(|()| temp_nl.set_ns_name(&moved, ns, &link.name));
-        match back {
+        match temp_nl.set_ns_name(&moved, ns, &link.name) {
             Err(b) => log::warn!("rollback: moving {alias} back to the container: {b}"),
             Ok(()) if link.up => {
                 if let Ok(Some(l)) = ns_nl.link_by_name(&link.name) {
@@ -157,24 +221,40 @@ fn add(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
     }
     let cx = Ctx::open(args)?;
     let dev = find_device(&cx.host_nl, sys, &conf.selector)?;
+    let network = args.conf.name.clone().unwrap_or_default();
+    let saved = HostSide::record(&cx.host_nl, &dev, &network)?;
+    let file = hostside::file(args);
     let opts = L3Opts {
         dns: Some(conf.dns.clone()),
         ..L3Opts::default()
     };
-    let result = link_plugin::add_with(
-        args,
-        &cx,
-        addressing,
-        &opts,
-        || move_in(&cx, &dev, &args.ifname),
-        |link| move_out(&cx.ns, &cx.ns_nl, link, &dev.name),
-    )?;
+    // Back to the host with its configuration, the state file gone.
+    let take_back = |link: &Link| -> Result<(), CniError> {
+        move_out(&cx.ns, &cx.ns_nl, link, &dev.name)?;
+        saved.restore(&cx.host_nl);
+        if let Err(e) = file.remove() {
+            log::warn!("rollback: {}", e.msg);
+        }
+        Ok(())
+    };
+    let place = || -> Result<Link, CniError> {
+        let link = move_in(&cx, &dev, &args.ifname, &saved)?;
+        if let Err(e) = saved.save(&file) {
+            if let Err(b) = take_back(&link) {
+                log::warn!("rollback: {}", b.msg);
+            }
+            return Err(e);
+        }
+        Ok(link)
+    };
+    let result = link_plugin::add_with(args, &cx, addressing, &opts, place, take_back)?;
     Ok(Output::Result(result))
 }
 
 /// DEL: IPAM DEL always (also when the netns is gone, so the address is
-/// not leaked), then the device back to the host. A netns or device
-/// already gone is success.
+/// not leaked), then the device back to the host with what ADD saved of
+/// its host-side configuration. A netns or device already gone is
+/// success (and the saved state goes: nothing can use it).
 fn del(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
     let conf = config::load(args, sys)?;
     let ipam = conf.ipam.then(|| delegate::ipam_start(Command::Del, args));
@@ -194,12 +274,13 @@ fn del(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
 }
 
 fn del_device(args: &CmdArgs) -> Result<(), CniError> {
+    let file = hostside::file(args);
     let Some(path) = args.netns.as_deref() else {
-        return Ok(());
+        return file.remove();
     };
     let ns = match NetNs::open(path) {
         Ok(ns) => ns,
-        Err(e) if e.is_ns_not_found() => return Ok(()),
+        Err(e) if e.is_ns_not_found() => return file.remove(),
         Err(e) => {
             return Err(CniError::internal(format!(
                 "failed to open netns {:?}: {e}",
@@ -208,8 +289,14 @@ fn del_device(args: &CmdArgs) -> Result<(), CniError> {
         }
     };
     let ns_nl = Netlink::for_ns(&ns)?;
-    let Some(link) = ns_nl.link_by_name(&args.ifname)? else {
-        return Ok(());
+    let link = match ns_nl.link_by_name(&args.ifname)? {
+        Some(l) => l,
+        // A DEL killed between the rename in the container and the move
+        // left it under its host name: finish that one.
+        None => match renamed_by_a_killed_del(&file, &ns_nl)? {
+            Some(l) => l,
+            None => return file.remove(),
+        },
     };
     let alias = ns_nl
         .link_extras(link.index)?
@@ -221,7 +308,12 @@ fn del_device(args: &CmdArgs) -> Result<(), CniError> {
             args.ifname
         )));
     }
-    move_out(&ns, &ns_nl, &link, &alias)
+    let saved = HostSide::load(&file, &alias, &link);
+    move_out(&ns, &ns_nl, &link, &alias)?;
+    if let Some(s) = saved {
+        s.restore(&Netlink::host()?);
+    }
+    file.remove()
 }
 
 fn check(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
@@ -243,6 +335,40 @@ fn check(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
     Ok(Output::Nothing)
 }
 
+/// The device of the saved state, in the container under its host name
+/// with that name as alias: where a DEL killed after [`move_out`]'s rename
+/// leaves it.
+fn renamed_by_a_killed_del(
+    file: &cni_skel::state::StateFile,
+    ns_nl: &Netlink,
+) -> Result<Option<Link>, CniError> {
+    let Some(name) = file
+        .read()?
+        .and_then(|b| serde_json::from_slice::<HostSide>(&b).ok())
+        .map(|s| s.name)
+    else {
+        return Ok(None);
+    };
+    let Some(link) = ns_nl.link_by_name(&name)? else {
+        return Ok(None);
+    };
+    let alias = ns_nl.link_extras(link.index)?.map(|x| x.alias);
+    Ok((alias.as_deref() == Some(name.as_str())).then_some(link))
+}
+
+/// GC of the saved host-side state: this network's files whose
+/// attachment is not valid any more.
+fn gc_state(args: &CmdArgs) -> Result<(), CniError> {
+    let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
+    let network = args.conf.name.clone().unwrap_or_default();
+    cni_skel::state::gc(std::path::Path::new(hostside::STATE_DIR), &valid, |path| {
+        std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<HostSide>(&b).ok())
+            .is_some_and(|s| s.network == network)
+    })
+}
+
 impl Plugin for HostDevice {
     fn about(&self) -> String {
         format!("CNI host-device plugin v{}", env!("CARGO_PKG_VERSION"))
@@ -262,6 +388,7 @@ impl Plugin for HostDevice {
 
     fn gc(&self, args: &CmdArgs) -> CmdResult {
         config::load(args, &Sysfs::default())?;
+        gc_state(args)?;
         link_plugin::gc(args)?;
         Ok(Output::Nothing)
     }

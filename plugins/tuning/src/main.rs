@@ -10,7 +10,6 @@ mod tune;
 use cni_net::{NetNs, Netlink};
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output, Plugin};
 use state::{Saved, StateFile};
-use std::collections::HashSet;
 use std::process::ExitCode;
 
 struct Tuning;
@@ -76,15 +75,15 @@ fn add(args: &CmdArgs) -> CmdResult {
         let before = tune::current(&conf, &link)?;
         // A file from an earlier ADD holds the originals: keep them (an
         // unreadable one is replaced).
-        let earlier = file.read()?.and_then(Result::ok);
+        let earlier = state::load(&file)?.and_then(Result::ok);
         let mut saved = earlier.clone().unwrap_or_default();
         saved.fill_from(&before);
         saved.network.clone_from(&conf.parsed.network);
-        file.write(&saved)?;
+        state::save(&file, &saved)?;
         if let Err(e) = tune::apply(&nl, &conf, &link) {
             let undo = tune::restore(&nl, &args.ifname, &before);
             let file_undo = match &earlier {
-                Some(s) => file.write(s),
+                Some(s) => state::save(&file, s),
                 None => file.remove(),
             };
             for problem in undo.into_iter().chain(file_undo.err().map(|e| e.msg)) {
@@ -120,7 +119,7 @@ fn add(args: &CmdArgs) -> CmdResult {
 fn del(args: &CmdArgs) -> CmdResult {
     let parsed = config::parse(args)?;
     let file = StateFile::new(&parsed.data_dir, &args.container_id, &args.ifname);
-    let saved: Saved = match file.read()? {
+    let saved: Saved = match state::load(&file)? {
         None => {
             file.remove()?;
             return Ok(Output::Nothing);
@@ -230,42 +229,14 @@ fn check(args: &CmdArgs) -> CmdResult {
 /// the reference wrote do not say, and are left to their DEL.
 fn gc(args: &CmdArgs) -> CmdResult {
     let parsed = config::parse(args)?;
-    let keep: HashSet<String> = cni_skel::conf::valid_attachments(&args.stdin)?
-        .iter()
-        .map(|(cid, ifname)| state::file_name(cid, ifname))
-        .collect();
-    let entries = match std::fs::read_dir(&parsed.data_dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Output::Nothing),
-        Err(e) => {
-            return Err(CniError::new(
-                cni_skel::error::code::IO_FAILURE,
-                format!("failed to list {}: {e}", parsed.data_dir.display()),
-                "",
-            ));
-        }
-    };
-    let mut errors = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let attachment = state::tmp_target(&name).unwrap_or(&name);
-        if !attachment.ends_with(".json") || keep.contains(attachment) {
-            continue;
-        }
-        let path = entry.path();
-        let ours = matches!(
-            state::read_saved(&path),
-            Ok(Some(Ok(s))) if s.network == parsed.network
-        );
-        if ours && let Err(e) = state::remove_if_present(&path) {
-            errors.push(e.msg);
-        }
-    }
-    if errors.is_empty() {
-        Ok(Output::Nothing)
-    } else {
-        Err(CniError::internal(errors.join("; ")))
-    }
+    let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
+    cni_skel::state::gc(&parsed.data_dir, &valid, |path| {
+        std::fs::read(path)
+            .ok()
+            .and_then(|bytes| state::parse(&bytes).ok())
+            .is_some_and(|s| s.network == parsed.network)
+    })?;
+    Ok(Output::Nothing)
 }
 
 fn main() -> ExitCode {

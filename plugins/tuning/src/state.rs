@@ -12,9 +12,6 @@
 use cni_skel::CniError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
 
 /// What an attachment's interface had before tuning changed it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,111 +74,22 @@ impl Saved {
     }
 }
 
-/// One attachment's file (and the temporary file it is written through).
-#[derive(Debug, Clone)]
-pub struct StateFile {
-    dir: PathBuf,
-    path: PathBuf,
-    tmp: PathBuf,
+pub use cni_skel::state::StateFile;
+
+/// Reads and parses an attachment's saved values: `Ok(None)` when there
+/// is no file, `Some(Err)` with the reason when it cannot be parsed.
+pub fn load(file: &StateFile) -> Result<Option<Result<Saved, String>>, CniError> {
+    Ok(file.read()?.map(|bytes| parse(&bytes)))
 }
 
-/// The file name of an attachment's saved values.
-pub fn file_name(container_id: &str, ifname: &str) -> String {
-    format!("{container_id}_{ifname}.json")
+/// Parses one saved-values file.
+pub fn parse(bytes: &[u8]) -> Result<Saved, String> {
+    cni_skel::gojson::from_slice::<Saved>(bytes).map_err(|e| e.to_string())
 }
 
-/// The temporary name a state file is written under, then renamed from.
-fn tmp_name(name: &str) -> String {
-    format!(".{name}.tmp")
-}
-
-/// The attachment a temporary file is for, if `name` is one.
-pub fn tmp_target(name: &str) -> Option<&str> {
-    name.strip_prefix('.')?.strip_suffix(".tmp")
-}
-
-fn io_err(what: &str, p: &Path, e: std::io::Error) -> CniError {
-    CniError::new(
-        cni_skel::error::code::IO_FAILURE,
-        format!("failed to {what} {}: {e}", p.display()),
-        "",
-    )
-}
-
-impl StateFile {
-    /// The file of (container ID, ifname) in `data_dir`. Both are
-    /// validated by the skel (no `/`, not `.` or `..`).
-    pub fn new(data_dir: &Path, container_id: &str, ifname: &str) -> StateFile {
-        let name = file_name(container_id, ifname);
-        StateFile {
-            dir: data_dir.to_path_buf(),
-            path: data_dir.join(&name),
-            tmp: data_dir.join(tmp_name(&name)),
-        }
-    }
-
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The saved values: `Ok(None)` when there is no file, `Some(Err)`
-    /// with the reason when it cannot be parsed.
-    pub fn read(&self) -> Result<Option<Result<Saved, String>>, CniError> {
-        read_saved(&self.path)
-    }
-
-    /// Writes the file: through a temporary file and a rename, so a
-    /// reader (or a DEL after a kill) sees the old file or the new one,
-    /// never half of one. The directory is made 0700 (the reference makes
-    /// every missing parent 0600, which leaves them unusable).
-    pub fn write(&self, saved: &Saved) -> Result<(), CniError> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-            .map_err(|e| io_err("create backup directory", &self.dir, e))?;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&self.tmp)
-            .map_err(|e| io_err("create", &self.tmp, e))?;
-        f.write_all(saved.to_text().as_bytes())
-            .map_err(|e| io_err("write", &self.tmp, e))?;
-        drop(f);
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| {
-            let _ = std::fs::remove_file(&self.tmp);
-            io_err("save", &self.path, e)
-        })
-    }
-
-    /// Removes the file (and a temporary one a killed ADD left); already
-    /// gone is fine.
-    pub fn remove(&self) -> Result<(), CniError> {
-        remove_if_present(&self.tmp)?;
-        remove_if_present(&self.path)
-    }
-}
-
-/// Reads and parses one saved-values file.
-pub fn read_saved(path: &Path) -> Result<Option<Result<Saved, String>>, CniError> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(
-            cni_skel::gojson::from_slice::<Saved>(&bytes).map_err(|e| e.to_string()),
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err("read", path, e)),
-    }
-}
-
-/// Removes a file; one that is not there is not an error.
-pub fn remove_if_present(path: &Path) -> Result<(), CniError> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err("remove", path, e)),
-        _ => Ok(()),
-    }
+/// Writes an attachment's saved values.
+pub fn save(file: &StateFile, saved: &Saved) -> Result<(), CniError> {
+    file.write(saved.to_text().as_bytes())
 }
 
 #[cfg(test)]
@@ -260,31 +168,19 @@ mod tests {
     }
 
     #[test]
-    fn write_read_remove() {
+    fn save_load() {
         let dir = std::env::temp_dir().join(format!("tuning-state-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let nested = dir.join("a/b");
-        let f = StateFile::new(&nested, "cid_1", "eth0");
-        assert_eq!(f.path(), nested.join("cid_1_eth0.json"));
-        assert_eq!(f.read().unwrap(), None);
+        let f = StateFile::new(&dir, "cid_1", "eth0");
+        assert_eq!(load(&f).unwrap(), None);
         let s = Saved {
             mtu: 1400,
             ..Saved::default()
         };
-        f.write(&s).unwrap();
-        assert_eq!(f.read().unwrap(), Some(Ok(s)));
-        use std::os::unix::fs::PermissionsExt;
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(f.path()), 0o600);
-        assert_eq!(mode(&nested), 0o700);
-        assert_eq!(mode(&dir.join("a")), 0o700);
-        assert_eq!(tmp_target(".cid_1_eth0.json.tmp"), Some("cid_1_eth0.json"));
-        assert_eq!(tmp_target("cid_1_eth0.json"), None);
+        save(&f, &s).unwrap();
+        assert_eq!(load(&f).unwrap(), Some(Ok(s)));
         std::fs::write(f.path(), b"{").unwrap();
-        assert!(matches!(f.read().unwrap(), Some(Err(_))));
+        assert!(matches!(load(&f).unwrap(), Some(Err(_))));
         f.remove().unwrap();
-        f.remove().unwrap();
-        assert_eq!(f.read().unwrap(), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,0 +1,194 @@
+//! Per-attachment state files: `<dir>/<containerID>_<ifname>.json`, what a
+//! plugin saves at ADD to put things back at DEL (tuning's original
+//! values, host-device's host-side configuration). Written through a
+//! temporary file and a rename, so a reader (or a DEL after a kill) sees
+//! the old file or the new one, never half of one. GC removes the files
+//! of a network's attachments that are no longer valid.
+//!
+//! The container ID and ifname are validated by the skel (no `/`, not `.`
+//! or `..`), so they can be file names.
+
+use crate::CniError;
+use std::collections::HashSet;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// One attachment's file (and the temporary file it is written through).
+#[derive(Debug, Clone)]
+pub struct StateFile {
+    dir: PathBuf,
+    path: PathBuf,
+    tmp: PathBuf,
+}
+
+/// The file name of an attachment's state.
+pub fn file_name(container_id: &str, ifname: &str) -> String {
+    format!("{container_id}_{ifname}.json")
+}
+
+/// The temporary name a state file is written under, then renamed from.
+fn tmp_name(name: &str) -> String {
+    format!(".{name}.tmp")
+}
+
+/// The attachment a temporary file is for, if `name` is one.
+pub fn tmp_target(name: &str) -> Option<&str> {
+    name.strip_prefix('.')?.strip_suffix(".tmp")
+}
+
+fn io_err(what: &str, p: &Path, e: std::io::Error) -> CniError {
+    CniError::new(
+        crate::error::code::IO_FAILURE,
+        format!("failed to {what} {}: {e}", p.display()),
+        "",
+    )
+}
+
+impl StateFile {
+    /// The file of (container ID, ifname) in `dir`.
+    pub fn new(dir: &Path, container_id: &str, ifname: &str) -> StateFile {
+        let name = file_name(container_id, ifname);
+        StateFile {
+            dir: dir.to_path_buf(),
+            path: dir.join(&name),
+            tmp: dir.join(tmp_name(&name)),
+        }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's bytes; `Ok(None)` when there is no file.
+    pub fn read(&self) -> Result<Option<Vec<u8>>, CniError> {
+        match std::fs::read(&self.path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err("read", &self.path, e)),
+        }
+    }
+
+    /// Writes the file (mode 0600) through a temporary file and a rename.
+    /// Missing directories are made 0700.
+    pub fn write(&self, contents: &[u8]) -> Result<(), CniError> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(|e| io_err("create backup directory", &self.dir, e))?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&self.tmp)
+            .map_err(|e| io_err("create", &self.tmp, e))?;
+        f.write_all(contents)
+            .map_err(|e| io_err("write", &self.tmp, e))?;
+        drop(f);
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| {
+            let _ = std::fs::remove_file(&self.tmp);
+            io_err("save", &self.path, e)
+        })
+    }
+
+    /// Removes the file (and a temporary one a killed ADD left); already
+    /// gone is fine.
+    pub fn remove(&self) -> Result<(), CniError> {
+        remove_if_present(&self.tmp)?;
+        remove_if_present(&self.path)
+    }
+}
+
+/// Removes a file; one that is not there is not an error.
+pub fn remove_if_present(path: &Path) -> Result<(), CniError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err("remove", path, e)),
+        _ => Ok(()),
+    }
+}
+
+/// GC of a state directory: removes the files (and temporary files a
+/// killed ADD left) of attachments not in `valid` (container ID, ifname)
+/// for which `belongs` (given the file's path) says the file is this
+/// network's. A missing directory holds nothing.
+pub fn gc(
+    dir: &Path,
+    valid: &[(String, String)],
+    belongs: impl Fn(&Path) -> bool,
+) -> Result<(), CniError> {
+    let keep: HashSet<String> = valid
+        .iter()
+        .map(|(cid, ifname)| file_name(cid, ifname))
+        .collect();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err("list", dir, e)),
+    };
+    let mut errors = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let attachment = tmp_target(&name).unwrap_or(&name);
+        if !attachment.ends_with(".json") || keep.contains(attachment) {
+            continue;
+        }
+        let path = entry.path();
+        if belongs(&path)
+            && let Err(e) = remove_if_present(&path)
+        {
+            errors.push(e.msg);
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(CniError::internal(errors.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_read_remove_gc() {
+        let dir = std::env::temp_dir().join(format!("cni-skel-state-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let nested = dir.join("a/b");
+        let f = StateFile::new(&nested, "cid_1", "eth0");
+        assert_eq!(f.path(), nested.join("cid_1_eth0.json"));
+        assert_eq!(f.read().unwrap(), None);
+        f.write(b"{\"mtu\":1400}").unwrap();
+        assert_eq!(f.read().unwrap().unwrap(), b"{\"mtu\":1400}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(f.path()), 0o600);
+        assert_eq!(mode(&nested), 0o700);
+        assert_eq!(mode(&dir.join("a")), 0o700);
+        assert_eq!(tmp_target(".cid_1_eth0.json.tmp"), Some("cid_1_eth0.json"));
+        assert_eq!(tmp_target("cid_1_eth0.json"), None);
+        f.remove().unwrap();
+        f.remove().unwrap();
+        assert_eq!(f.read().unwrap(), None);
+
+        // GC: valid ones stay, others go when they belong to the network.
+        let keep = StateFile::new(&nested, "c1", "eth0");
+        let stale = StateFile::new(&nested, "c2", "eth0");
+        let foreign = StateFile::new(&nested, "c3", "eth0");
+        keep.write(b"mine").unwrap();
+        stale.write(b"mine").unwrap();
+        foreign.write(b"other").unwrap();
+        std::fs::write(nested.join(".c4_eth0.json.tmp"), b"mine").unwrap();
+        let valid = vec![("c1".to_string(), "eth0".to_string())];
+        gc(&nested, &valid, |p| std::fs::read(p).unwrap() == b"mine").unwrap();
+        assert!(keep.read().unwrap().is_some());
+        assert!(stale.read().unwrap().is_none());
+        assert!(foreign.read().unwrap().is_some());
+        assert!(!nested.join(".c4_eth0.json.tmp").exists());
+        gc(&dir.join("missing"), &valid, |_| true).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
