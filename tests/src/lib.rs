@@ -14,6 +14,8 @@ pub mod host_local_util;
 
 pub mod iface_util;
 
+pub mod dhcp_util;
+
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1869,3 +1869,120 @@ fn hostile_sbr() {
     };
     hostile(&w, base, keys, t, &[]);
 }
+
+/// A stand-in dhcp daemon for `hostile_dhcp`: every call on every
+/// connection is answered with the reply the Go daemon gave in the
+/// captures (a lease), after reading the request's four gob messages.
+struct ReplayDaemon {
+    socket: PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ReplayDaemon {
+    const REPLY: &[u8] =
+        include_bytes!("../../plugins/dhcp/src/netrpc/testdata/go111_add_reply.bin");
+    const STATUS: &[u8] = b"HTTP/1.0 200 Connected to Go RPC\n\n";
+
+    fn start(socket: PathBuf) -> ReplayDaemon {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let serve = move |conn: std::os::unix::net::UnixStream| -> std::io::Result<()> {
+            let mut r = BufReader::new(&conn);
+            let mut line = String::new();
+            while r.read_line(&mut line)? > 1 {
+                line.clear();
+            }
+            (&conn).write_all(Self::STATUS)?;
+            for _ in 0..4 {
+                let mut b = [0u8; 1];
+                r.read_exact(&mut b)?;
+                let mut len = u64::from(b[0]);
+                if b[0] >= 0x80 {
+                    let mut be = [0u8; 8];
+                    let n = usize::from(b[0].wrapping_neg()).min(8);
+                    r.read_exact(&mut be[8 - n..])?;
+                    len = u64::from_be_bytes(be);
+                }
+                std::io::copy(&mut (&mut r).take(len), &mut std::io::sink())?;
+            }
+            (&conn).write_all(&Self::REPLY[Self::STATUS.len()..])
+        };
+        let thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                if let Ok(conn) = conn {
+                    let _ = serve(conn);
+                }
+            }
+        });
+        ReplayDaemon {
+            socket,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ReplayDaemon {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::os::unix::net::UnixStream::connect(&self.socket);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn hostile_dhcp() {
+    if skip_unless_root("hostile_dhcp") {
+        return;
+    }
+    let w = World::new("dhcp", 33);
+    let _daemon = ReplayDaemon::start(w.tmp.join("daemon.sock"));
+    let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "macvlan", "ipam": {
+        "type": "dhcp",
+        "daemonSocketPath": w.tmp.file("daemon.sock"),
+    }});
+    warm_up(&w, &base);
+    let mut keys = common_keys();
+    keys.extend([
+        key("ipam.type", Kind::Str, vec![]),
+        key(
+            "ipam.daemonSocketPath",
+            Kind::Str,
+            vec![
+                json!("MARK"),
+                json!("../../MARK"),
+                json!("/dev/null"),
+                json!(w.tmp.file("dir")),
+                json!(w.tmp.file("file")),
+                json!(format!("/{}", "x".repeat(300))),
+                json!("MARK\u{0}"),
+            ],
+        ),
+        key(
+            "ipam.provide",
+            Kind::Arr,
+            vec![json!(["MARK"]), json!([{"option": 5}])],
+        ),
+        key(
+            "ipam.request",
+            Kind::Arr,
+            vec![json!([{"skipDefault": "MARK"}])],
+        ),
+        key("ipam.priority", Kind::Int(i64::MIN, i64::MAX), vec![]),
+    ]);
+    let t = Traits {
+        uses_netns: false,
+        strict_args: false,
+        delegates: false,
+        prev_cmd: None,
+    };
+    hostile(&w, base, keys, t, &["daemon.sock".to_string()]);
+}

@@ -533,3 +533,40 @@ fn go_plugin_talks_to_our_server() {
     drop(calls);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Hostile clients: the server loop ends with an error or answers, never
+/// panics, whatever the bytes after the handshake.
+#[test]
+fn server_survives_mutated_requests() {
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let fake = Fake::default();
+    for _ in 0..300 {
+        let mut m = ADD_REQUEST.to_vec();
+        for _ in 0..1 + next() % 3 {
+            let at = CONNECT.len() + (next() % (m.len() - CONNECT.len()) as u64) as usize;
+            m[at] = next() as u8;
+        }
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        (&theirs).write_all(&m).unwrap();
+        theirs.shutdown(std::net::Shutdown::Write).unwrap();
+        let _ = serve_conn(ours, &fake);
+    }
+}
+
+/// A hostile daemon: a reply announcing 2^62 bytes, then silence, is an
+/// error (the client does not wait for or allocate them).
+#[test]
+fn client_refuses_huge_replies() {
+    let (a, b) = UnixStream::pair().unwrap();
+    (&b).write_all(STATUS_LINE).unwrap();
+    let mut client = Client::from_stream(a).unwrap();
+    (&b).write_all(&[0xf8, 0x40, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+    let e = client.call(ALLOCATE, &captured_args()).unwrap_err();
+    assert!(e.to_string().contains("invalid message length"), "{e}");
+}
