@@ -47,6 +47,7 @@ pub mod rtnl;
 pub mod sysctl;
 pub mod sysfs;
 pub mod tuntap;
+pub mod udp;
 
 pub use error::NetError;
 pub use netns::NetNs;

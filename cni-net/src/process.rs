@@ -31,6 +31,29 @@ pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
     }
 }
 
+/// Takes ownership of file descriptor `fd` inherited from the parent (systemd
+/// socket activation passes listeners as fds 3, 4, ...), after checking it
+/// is open, and marks it close-on-exec. `None` when `fd` is not open.
+#[allow(unsafe_code)]
+pub fn take_inherited_fd(fd: std::os::fd::RawFd) -> Option<std::os::fd::OwnedFd> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    if fd < 3 {
+        return None; // stdio is never a passed listener
+    }
+    // SAFETY: the borrow lives only for this call; F_GETFD on a closed fd
+    // fails with EBADF and touches nothing.
+    let open = fcntl(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }, FcntlArg::F_GETFD).is_ok();
+    if !open {
+        return None;
+    }
+    // SAFETY: the fd is open, was handed to this process to own (the
+    // activation protocol), and nothing else in the process refers to it:
+    // it is taken once, at start-up, before any other file is opened.
+    let owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let _ = fcntl(&owned, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
+    Some(owned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,10 +1,294 @@
-//! `dhcp daemon`: flags, listener, one DHCP client per attachment.
-//! (Placeholder of the shared base commit; the daemon half replaces it.)
+//! `dhcp daemon`: the long-lived process that holds one DHCP client per
+//! attachment and answers the plugin's RPCs on a unix socket.
+//!
+//! Threads, no async runtime: the accept loop on the main thread, one
+//! thread per RPC connection (Go's plugin opens one per call), one
+//! scheduler for renewals that starts a short-lived worker per due lease,
+//! and one thread waiting for SIGINT/SIGTERM.
 
+mod client;
+mod config;
+mod flags;
+mod lease;
+mod packet;
+mod service;
+
+#[cfg(test)]
+mod live_tests;
+
+use lease::Store;
+use nix::sys::signal::{SigSet, Signal};
+use service::Daemon;
 use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
-pub fn main(_args: Vec<OsString>) -> ExitCode {
-    eprintln!("dhcp daemon: not built yet");
-    ExitCode::FAILURE
+pub const DEFAULT_SOCKET_PATH: &str = "/run/cni/dhcp.sock";
+
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    init_logger();
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let flags = match flags::parse(&args) {
+        Ok(f) => f,
+        Err(flags::Stop::Help) => {
+            eprint!("{}", flags::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(flags::Stop::Error(e)) => {
+            eprint!("{e}\n{}", flags::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    match run(flags) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(mut flags: flags::Flags) -> Result<(), String> {
+    if flags.socketpath.is_empty() {
+        flags.socketpath = DEFAULT_SOCKET_PATH.to_string();
+    }
+    // Every thread started from here on inherits the blocked mask; the
+    // signal thread takes them with sigwait.
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    signals
+        .thread_block()
+        .map_err(|e| format!("block signals: {e}"))?;
+
+    if !flags.pidfile.is_empty() {
+        if !Path::new(&flags.pidfile).is_absolute() {
+            return Err(format!(
+                "Error writing pidfile {:?}: path not absolute",
+                flags.pidfile
+            ));
+        }
+        std::fs::write(&flags.pidfile, std::process::id().to_string())
+            .map_err(|e| format!("Error writing pidfile {:?}: {e}", flags.pidfile))?;
+    }
+
+    let socket_path = PathBuf::from(format!("{}{}", flags.hostprefix, flags.socketpath));
+    let (listener, created) =
+        get_listener(&socket_path).map_err(|e| format!("Error getting listener: {e}"))?;
+
+    let lease_dir = if flags.leasedir.is_empty() {
+        socket_path
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .join("dhcp-leases")
+    } else {
+        PathBuf::from(&flags.leasedir)
+    };
+    let daemon = Daemon::new(
+        Store::new(lease_dir),
+        flags.hostprefix.clone(),
+        client::Timing {
+            timeout: flags.timeout,
+            resend_max: flags.resendmax,
+            resend_timeout: flags.resendtimeout,
+        },
+    );
+    daemon.adopt_stored();
+
+    {
+        let daemon = Arc::clone(&daemon);
+        spawn("dhcp-maintain", move || daemon.maintain())?;
+    }
+    {
+        let daemon = Arc::clone(&daemon);
+        let socket = created.then(|| socket_path.clone());
+        let pidfile = flags.pidfile.clone();
+        spawn("dhcp-signals", move || {
+            let sig = signals.wait();
+            log::info!("{sig:?}: shutting down");
+            daemon.stop();
+            if let Some(s) = &socket {
+                let _ = std::fs::remove_file(s);
+            }
+            if !pidfile.is_empty() {
+                let _ = std::fs::remove_file(&pidfile);
+            }
+            std::process::exit(0);
+        })?;
+    }
+
+    log::info!("listening on {}", socket_path.display());
+    for conn in listener.incoming() {
+        match conn {
+            Ok(stream) => {
+                let daemon = Arc::clone(&daemon);
+                if let Err(e) = spawn("dhcp-rpc", move || serve(stream, &daemon)) {
+                    log::error!("{e}");
+                }
+            }
+            Err(e) => {
+                log::warn!("accept: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn serve(stream: UnixStream, daemon: &Daemon) {
+    if let Err(e) = crate::netrpc::serve_conn(stream, daemon) {
+        log::debug!("rpc connection: {e}");
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(256 * 1024)
+        .spawn(f)
+        .map(|_| ())
+        .map_err(|e| format!("start thread {name}: {e}"))
+}
+
+/// The listening socket: the one systemd passed (socket activation, as
+/// go-systemd's `activation.Listeners`), else our own at `path`. The bool
+/// tells whether we created the socket file (and so remove it at exit).
+fn get_listener(path: &Path) -> Result<(UnixListener, bool), String> {
+    let passed = activation_fds();
+    match passed.len() {
+        0 => {}
+        1 => {
+            return match passed.into_iter().next().flatten() {
+                Some(l) => Ok((l, false)),
+                None => Err("LISTEN_FDS=1 but no FD found".into()),
+            };
+        }
+        n => {
+            return Err(format!(
+                "Too many ({n}) FDs passed through socket activation"
+            ));
+        }
+    }
+    if let Some(dir) = path.parent() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+    }
+    match UnixListener::bind(path) {
+        Ok(l) => Ok((l, true)),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            // A socket file left by a daemon that died (SIGKILL, crash)
+            // kept the reference from starting (plugins#760). If nobody
+            // answers on it, it is stale: replace it.
+            if UnixStream::connect(path).is_ok() {
+                return Err(format!(
+                    "listen unix {}: bind: address already in use (another daemon is serving it)",
+                    path.display()
+                ));
+            }
+            log::warn!("removing stale socket {}", path.display());
+            std::fs::remove_file(path).map_err(|e| format!("remove {}: {e}", path.display()))?;
+            UnixListener::bind(path)
+                .map(|l| (l, true))
+                .map_err(|e| format!("listen unix {}: {e}", path.display()))
+        }
+        Err(e) => Err(format!("listen unix {}: {e}", path.display())),
+    }
+}
+
+/// The fds of the socket-activation protocol (`LISTEN_PID` = us,
+/// `LISTEN_FDS` = n, fds 3..3+n), each `None` when it is not a listening
+/// unix socket. The variables are removed, as go-systemd does.
+fn activation_fds() -> Vec<Option<UnixListener>> {
+    let pid = std::env::var("LISTEN_PID").ok();
+    let fds = std::env::var("LISTEN_FDS").ok();
+    let Some(pid) = pid else {
+        return Vec::new();
+    };
+    if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
+        return Vec::new();
+    }
+    let n: i32 = fds.and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    (0..n.clamp(0, 64))
+        .map(|i| {
+            let fd = cni_net::process::take_inherited_fd(3 + i)?;
+            let listening =
+                nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::AcceptConn)
+                    .unwrap_or(false);
+            listening.then(|| UnixListener::from(fd))
+        })
+        .collect()
+}
+
+/// Go's `log` format on stderr: `2006/01/02 15:04:05 message`; level from
+/// `RCNI_LOG` (default info: the daemon's log is its only account).
+fn init_logger() {
+    struct Stderr;
+    impl log::Log for Stderr {
+        fn enabled(&self, m: &log::Metadata) -> bool {
+            m.level() <= log::max_level()
+        }
+        fn log(&self, r: &log::Record) {
+            if self.enabled(r.metadata()) {
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "{} {}",
+                    go_log_time(lease::now_secs()),
+                    r.args()
+                );
+            }
+        }
+        fn flush(&self) {}
+    }
+    static LOGGER: Stderr = Stderr;
+    let level = match std::env::var("RCNI_LOG").unwrap_or_default().as_str() {
+        "error" => log::LevelFilter::Error,
+        "warn" => log::LevelFilter::Warn,
+        "debug" => log::LevelFilter::Debug,
+        "trace" => log::LevelFilter::Trace,
+        "off" => log::LevelFilter::Off,
+        _ => log::LevelFilter::Info,
+    };
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
+/// UTC `YYYY/MM/DD hh:mm:ss` of epoch seconds (civil-from-days).
+fn go_log_time(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}/{m:02}/{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn log_time() {
+        assert_eq!(super::go_log_time(0), "1970/01/01 00:00:00");
+        assert_eq!(super::go_log_time(1_795_482_000), "2026/11/24 01:00:00");
+    }
 }

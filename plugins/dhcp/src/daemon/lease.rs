@@ -1,0 +1,368 @@
+//! A held lease: the ACK it came from, its times, the CNI result it gives,
+//! and its on-disk form (one JSON file per client id, so that a restarted
+//! daemon keeps renewing and later DELs still release: plugins#235).
+
+use super::packet::{Message, classless_routes, opt, static_routes};
+use cni_skel::{CniResult, IpConfig, Route};
+use ipnetwork::{IpNetwork, Ipv4Network};
+use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Lease times as wall-clock seconds since the epoch: they must survive a
+/// restart of the daemon (a monotonic clock does not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Times {
+    pub acquired: u64,
+    pub renew: u64,
+    pub rebind: u64,
+    pub expire: u64,
+}
+
+impl Times {
+    /// From the ACK's options 51/58/59 with the RFC 2131 defaults
+    /// (T1 = 50%, T2 = 85%); 60 minutes when the server sends no lease
+    /// time, as the reference.
+    pub fn from_ack(ack: &Message, now: u64) -> Times {
+        let lease = u64::from(ack.u32_option(opt::LEASE_TIME).unwrap_or(3600));
+        let mut rebind = ack
+            .u32_option(opt::REBINDING_TIME)
+            .map(u64::from)
+            .unwrap_or(lease * 85 / 100);
+        if rebind > lease {
+            rebind = lease * 85 / 100;
+        }
+        let mut renew = ack
+            .u32_option(opt::RENEWAL_TIME)
+            .map(u64::from)
+            .unwrap_or(lease / 2);
+        if renew > rebind {
+            renew = lease / 2;
+        }
+        Times {
+            acquired: now,
+            renew: now + renew,
+            rebind: now + rebind,
+            expire: now.saturating_add(lease),
+        }
+    }
+}
+
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+pub fn secs_to_system(s: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(s)
+}
+
+/// Everything the daemon keeps about one attachment, as stored on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The reference's client id (without option 61's type byte).
+    #[serde(with = "bytes_text")]
+    pub client_id: Vec<u8>,
+    pub container_id: String,
+    pub net_name: String,
+    pub if_name: String,
+    /// The netns path as used (host prefix included).
+    pub netns: PathBuf,
+    /// Option 55 and the provided options, for renewals.
+    pub request: Vec<u8>,
+    pub provide: Vec<(u8, Vec<u8>)>,
+    /// The last DHCPACK, as received.
+    #[serde(with = "bytes_text")]
+    pub ack: Vec<u8>,
+    pub times: Times,
+}
+
+impl Record {
+    pub fn ack(&self) -> Option<Message> {
+        Message::decode(&self.ack)
+    }
+
+    pub fn leased(&self) -> Ipv4Addr {
+        self.ack()
+            .map(|m| m.yiaddr)
+            .unwrap_or(Ipv4Addr::UNSPECIFIED)
+    }
+
+    pub fn server(&self) -> Option<Ipv4Addr> {
+        self.ack().and_then(|m| m.ip_option(opt::SERVER_ID))
+    }
+}
+
+/// The CNI result of an ACK, as the reference builds it: the address with
+/// option 1's mask, the first router as gateway; routes from option 121
+/// alone when present (a 0.0.0.0 router means on-link: scope link), else
+/// option 33 plus a default route via the router. `priority` sets every
+/// route's metric.
+pub fn result_of(ack: &Message, priority: Option<u32>) -> Result<CniResult, String> {
+    let mask = ack
+        .ip_option(opt::SUBNET_MASK)
+        .ok_or_else(|| "DHCP option Subnet Mask not found in DHCPACK".to_string())?;
+    let prefix = u32::from(mask).leading_ones() as u8;
+    let address = Ipv4Network::new(ack.yiaddr, prefix)
+        .map_err(|e| format!("bad address {}/{prefix}: {e}", ack.yiaddr))?;
+    let gateway = ack.ip_option(opt::ROUTER);
+    let mut routes = Vec::new();
+    let classless = ack
+        .option(opt::CLASSLESS_ROUTES)
+        .and_then(classless_routes)
+        .unwrap_or_default();
+    let route = |dst: Ipv4Addr, len: u8, gw: Option<Ipv4Addr>| -> Option<Route> {
+        let dst = Ipv4Network::new(dst, len).ok()?;
+        let mut r = Route::new(IpNetwork::V4(dst), gw.map(IpAddr::V4));
+        r.priority = priority.unwrap_or(0);
+        Some(r)
+    };
+    if !classless.is_empty() {
+        for (dst, len, gw) in classless {
+            let on_link = gw.is_unspecified();
+            if let Some(mut r) = route(dst, len, (!on_link).then_some(gw)) {
+                if on_link {
+                    r.scope = Some(253);
+                }
+                routes.push(r);
+            }
+        }
+    } else {
+        let statics = ack
+            .option(opt::STATIC_ROUTES)
+            .map(static_routes)
+            .unwrap_or_default();
+        routes.extend(
+            statics
+                .into_iter()
+                .filter_map(|(dst, len, gw)| route(dst, len, Some(gw))),
+        );
+        if let Some(gw) = gateway {
+            routes.extend(route(Ipv4Addr::UNSPECIFIED, 0, Some(gw)));
+        }
+    }
+    Ok(CniResult {
+        cni_version: "1.0.0".into(),
+        ips: vec![IpConfig {
+            interface: None,
+            address: IpNetwork::V4(address),
+            gateway: gateway.map(IpAddr::V4),
+        }],
+        routes,
+        ..CniResult::default()
+    })
+}
+
+/// The lease directory: one `<sha256(client id)>.json` per lease (a client
+/// id is up to 254 bytes and may hold `/`: not a file name).
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    pub fn new(dir: PathBuf) -> Store {
+        Store { dir }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path_of(&self, client_id: &[u8]) -> PathBuf {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(client_id);
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        self.dir.join(format!("{hex}.json"))
+    }
+
+    /// Writes the record atomically (a temp file renamed over the old).
+    pub fn save(&self, r: &Record) -> Result<(), String> {
+        use std::io::Write;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(|e| format!("create {}: {e}", self.dir.display()))?;
+        let path = self.path_of(&r.client_id);
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let text = serde_json::to_vec(r).map_err(|e| e.to_string())?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| format!("write {}: {e}", tmp.display()))?;
+        f.write_all(&text)
+            .and_then(|_| f.sync_data())
+            .map_err(|e| format!("write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))
+    }
+
+    pub fn remove(&self, client_id: &[u8]) {
+        let path = self.path_of(client_id);
+        if let Err(e) = std::fs::remove_file(&path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            log::warn!("remove {}: {e}", path.display());
+        }
+    }
+
+    /// Every readable record; unreadable files are logged and removed.
+    pub fn load_all(&self) -> Vec<Record> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().and_then(|x| x.to_str()) != Some("json") {
+                continue;
+            }
+            match std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<Record>(&b).map_err(|e| e.to_string()))
+            {
+                Ok(r) if self.path_of(&r.client_id) == path => out.push(r),
+                Ok(_) => log::warn!("{}: not named after its client id; ignored", path.display()),
+                Err(err) => {
+                    log::warn!("{}: unreadable lease ({err}); removed", path.display());
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Bytes as text in JSON: UTF-8 strings as they are (client ids are
+/// readable), anything else as `hex:...`.
+mod bytes_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(b) {
+            Ok(t) if !t.starts_with("hex:") => s.serialize_str(t),
+            _ => s.serialize_str(&format!(
+                "hex:{}",
+                b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+            )),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let t = String::deserialize(d)?;
+        match t.strip_prefix("hex:") {
+            None => Ok(t.into_bytes()),
+            Some(h) => (0..h.len())
+                .step_by(2)
+                .map(|i| {
+                    h.get(i..i + 2)
+                        .and_then(|p| u8::from_str_radix(p, 16).ok())
+                        .ok_or_else(|| serde::de::Error::custom("bad hex"))
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::packet::MessageType;
+    use super::*;
+
+    fn ack(opts: &[(u8, &[u8])]) -> Message {
+        let mut m = Message::request(MessageType::Ack, 1, [2, 0, 0, 0, 0, 1]);
+        m.op = super::super::packet::BOOTREPLY;
+        m.yiaddr = Ipv4Addr::new(10, 131, 0, 50);
+        for (c, v) in opts {
+            m.set_option(*c, v.to_vec());
+        }
+        m
+    }
+
+    #[test]
+    fn result_with_router() {
+        let m = ack(&[
+            (1, &[255, 255, 255, 0]),
+            (3, &[10, 131, 0, 1, 10, 131, 0, 2]),
+        ]);
+        let r = result_of(&m, None).unwrap();
+        let j: serde_json::Value = serde_json::from_str(&r.to_json("1.0.0").unwrap()).unwrap();
+        assert_eq!(
+            j,
+            serde_json::json!({"cniVersion":"1.0.0",
+                "ips":[{"address":"10.131.0.50/24","gateway":"10.131.0.1"}],
+                "routes":[{"dst":"0.0.0.0/0","gw":"10.131.0.1"}]})
+        );
+    }
+
+    #[test]
+    fn result_121_wins_and_priority() {
+        let m = ack(&[
+            (1, &[255, 255, 0, 0]),
+            (3, &[10, 131, 0, 1]),
+            (33, &[172, 16, 0, 0, 10, 131, 0, 9]),
+            (121, &[16, 192, 168, 0, 0, 0, 0]),
+        ]);
+        let r = result_of(&m, Some(7)).unwrap();
+        assert_eq!(r.routes.len(), 1);
+        assert_eq!(r.routes[0].dst.to_string(), "192.168.0.0/16");
+        assert_eq!(r.routes[0].gw, None);
+        assert_eq!(r.routes[0].scope, Some(253));
+        assert_eq!(r.routes[0].priority, 7);
+        let m = ack(&[
+            (1, &[255, 255, 0, 0]),
+            (33, &[172, 16, 0, 0, 10, 131, 0, 9]),
+        ]);
+        let r = result_of(&m, None).unwrap();
+        assert_eq!(r.routes.len(), 1);
+        assert_eq!(r.routes[0].dst.to_string(), "172.16.0.0/16");
+        assert!(r.ips[0].gateway.is_none());
+    }
+
+    #[test]
+    fn no_mask() {
+        assert_eq!(
+            result_of(&ack(&[]), None).unwrap_err(),
+            "DHCP option Subnet Mask not found in DHCPACK"
+        );
+    }
+
+    #[test]
+    fn times() {
+        let t = Times::from_ack(&ack(&[(51, &120u32.to_be_bytes())]), 1000);
+        assert_eq!((t.renew, t.rebind, t.expire), (1060, 1102, 1120));
+        let t = Times::from_ack(&ack(&[]), 0);
+        assert_eq!(t.expire, 3600);
+    }
+
+    #[test]
+    fn store_round_trip() {
+        let dir = std::env::temp_dir().join(format!("dhcpd-store-{}", std::process::id()));
+        let s = Store::new(dir.clone());
+        let r = Record {
+            client_id: b"cid/net/eth0".to_vec(),
+            container_id: "cid".into(),
+            net_name: "net".into(),
+            if_name: "eth0".into(),
+            netns: "/run/netns/x".into(),
+            request: vec![3, 1],
+            provide: vec![(12, b"h".to_vec())],
+            ack: ack(&[(1, &[255, 0, 0, 0])]).encode(),
+            times: Times::from_ack(&ack(&[]), 5),
+        };
+        s.save(&r).unwrap();
+        std::fs::write(dir.join("junk.json"), b"{").unwrap();
+        assert_eq!(s.load_all(), vec![r.clone()]);
+        assert!(!dir.join("junk.json").exists());
+        s.remove(&r.client_id);
+        assert!(s.load_all().is_empty());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

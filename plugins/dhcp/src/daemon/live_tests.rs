@@ -1,0 +1,222 @@
+//! The daemon's Service against a real DHCP server (dnsmasq in a private
+//! netns), called in-process: the DHCP exchanges, the lease store and the
+//! RPC semantics without the socket protocol. Root only; the binary-level
+//! tests are in tests/tests/dhcp.rs.
+
+use super::client::Timing;
+use super::lease::Store;
+use super::service::Daemon;
+use crate::netrpc::{CmdArgs, Service};
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A server netns running dnsmasq on 10.131.<subnet>.0/24 and a client
+/// netns with the other end of a veth, `net1`.
+struct Segment {
+    tag: String,
+    dir: PathBuf,
+    dnsmasq: Child,
+}
+
+impl Segment {
+    fn new(subnet: u8) -> Segment {
+        let tag = format!("dd{}{subnet}", std::process::id() % 100000);
+        let dir = std::env::temp_dir().join(format!("dhcpd-live-{tag}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (srv, ctr) = (format!("{tag}s"), format!("{tag}c"));
+        ip(&["netns", "add", &srv]);
+        ip(&["netns", "add", &ctr]);
+        ip(&[
+            "-n", &srv, "link", "add", "srv0", "type", "veth", "peer", "name", "net1", "netns",
+            &ctr,
+        ]);
+        ip(&[
+            "-n",
+            &srv,
+            "addr",
+            "add",
+            &format!("10.131.{subnet}.1/24"),
+            "dev",
+            "srv0",
+        ]);
+        ip(&["-n", &srv, "link", "set", "srv0", "up"]);
+        ip(&["-n", &srv, "link", "set", "lo", "up"]);
+        let dnsmasq = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &srv,
+                "dnsmasq",
+                "--no-daemon",
+                "--conf-file=/dev/null",
+                "--port=0",
+                "--user=root",
+                "--interface=srv0",
+                "--bind-interfaces",
+                "--no-ping",
+                "--log-dhcp",
+            ])
+            .arg(format!(
+                "--dhcp-range=10.131.{subnet}.50,10.131.{subnet}.150,255.255.255.0,2m"
+            ))
+            .arg(format!("--dhcp-leasefile={}", dir.join("leases").display()))
+            .arg(format!("--log-facility={}", dir.join("log").display()))
+            .arg(format!("--pid-file={}", dir.join("pid").display()))
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        Segment { tag, dir, dnsmasq }
+    }
+
+    fn netns(&self) -> String {
+        format!("/run/netns/{}c", self.tag)
+    }
+
+    fn leases(&self) -> String {
+        std::fs::read_to_string(self.dir.join("leases")).unwrap_or_default()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        let _ = self.dnsmasq.kill();
+        let _ = self.dnsmasq.wait();
+        for ns in [format!("{}s", self.tag), format!("{}c", self.tag)] {
+            let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn args(seg: &Segment, cid: &str) -> CmdArgs {
+    CmdArgs {
+        container_id: cid.into(),
+        netns: seg.netns(),
+        if_name: "net1".into(),
+        args: String::new(),
+        path: "/opt/cni/bin".into(),
+        netns_override: false,
+        stdin_data: br#"{"cniVersion":"1.0.0","name":"dhcpd-live","type":"macvlan","ipam":{"type":"dhcp","provide":[{"option":"host-name","value":"live-host"}]}}"#.to_vec(),
+    }
+}
+
+fn daemon(seg: &Segment) -> std::sync::Arc<Daemon> {
+    Daemon::new(
+        Store::new(seg.dir.join("store")),
+        String::new(),
+        Timing {
+            timeout: Duration::from_secs(3),
+            resend_max: Duration::from_secs(4),
+            resend_timeout: Duration::from_secs(10),
+        },
+    )
+}
+
+#[test]
+fn live_acquire_reuse_release_readopt() {
+    if !nix::unistd::geteuid().is_root()
+        || Command::new("dnsmasq").arg("--version").output().is_err()
+    {
+        eprintln!("SKIP live_acquire_reuse_release_readopt: needs root and dnsmasq");
+        return;
+    }
+    let seg = Segment::new(201);
+    let d = daemon(&seg);
+    let a = args(&seg, "live-cid-1");
+    let r = d.allocate(&a).unwrap();
+    let addr = r.ips[0].address.ip().to_string();
+    assert!(addr.starts_with("10.131.201."), "{r:?}");
+    assert!(seg.leases().contains(&addr), "{}", seg.leases());
+    assert!(seg.leases().contains("live-host"), "{}", seg.leases());
+    // A second Allocate (CHECK) answers from the lease, no new one.
+    assert_eq!(d.allocate(&a).unwrap(), r);
+    assert_eq!(seg.leases().lines().count(), 1);
+    // A second daemon on the same store takes the lease over.
+    let d2 = daemon(&seg);
+    d2.adopt_stored();
+    assert_eq!(d2.lease_count(), 1);
+    // Configure the address as the main plugin would, then release.
+    ip(&[
+        "-n",
+        &format!("{}c", seg.tag),
+        "addr",
+        "add",
+        &r.ips[0].address.to_string(),
+        "dev",
+        "net1",
+    ]);
+    d2.release(&a).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !seg.leases().contains(&addr),
+        "lease still there: {}\n{}",
+        seg.leases(),
+        seg.log()
+    );
+    assert!(seg.log().contains("DHCPRELEASE"), "{}", seg.log());
+    // Releasing again is fine.
+    d2.release(&a).unwrap();
+}
+
+#[test]
+fn live_renewal_at_t1_and_netns_gone() {
+    if !nix::unistd::geteuid().is_root()
+        || Command::new("dnsmasq").arg("--version").output().is_err()
+    {
+        eprintln!("SKIP live_renewal_at_t1_and_netns_gone: needs root and dnsmasq");
+        return;
+    }
+    let seg = Segment::new(202);
+    let d = daemon(&seg);
+    {
+        let d = std::sync::Arc::clone(&d);
+        std::thread::spawn(move || d.maintain());
+    }
+    let a = args(&seg, "live-cid-2");
+    let r = d.allocate(&a).unwrap();
+    ip(&[
+        "-n",
+        &format!("{}c", seg.tag),
+        "addr",
+        "add",
+        &r.ips[0].address.to_string(),
+        "dev",
+        "net1",
+    ]);
+    // dnsmasq's shortest lease is 2 minutes: T1 comes after 60 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let acks = || seg.log().matches("DHCPACK(srv0)").count();
+    while acks() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert!(acks() >= 2, "no renewal seen:\n{}", seg.log());
+    // The renewal was a unicast REQUEST from the leased address (no broadcast answer).
+    let tail = seg
+        .log()
+        .rsplit("DHCPREQUEST")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!tail.contains("broadcast response"), "{tail}");
+    // DEL after the container's netns is gone still succeeds.
+    ip(&["netns", "del", &format!("{}c", seg.tag)]);
+    assert_eq!(d.lease_count(), 1);
+    d.release(&a).unwrap();
+    assert_eq!(d.lease_count(), 0);
+    d.stop();
+}
