@@ -7,7 +7,7 @@ use cni_skel::{CniResult, IpConfig, Route};
 use ipnetwork::{IpNetwork, Ipv4Network};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Lease times as wall-clock seconds since the epoch: they must survive a
@@ -166,10 +166,6 @@ pub struct Store {
 impl Store {
     pub fn new(dir: PathBuf) -> Store {
         Store { dir }
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     fn path_of(&self, client_id: &[u8]) -> PathBuf {

@@ -220,3 +220,53 @@ fn live_renewal_at_t1_and_netns_gone() {
     assert_eq!(d.lease_count(), 0);
     d.stop();
 }
+
+#[test]
+fn live_gc_releases_only_invalid_attachments_of_the_network() {
+    if !nix::unistd::geteuid().is_root()
+        || Command::new("dnsmasq").arg("--version").output().is_err()
+    {
+        eprintln!(
+            "SKIP live_gc_releases_only_invalid_attachments_of_the_network: needs root and dnsmasq"
+        );
+        return;
+    }
+    // Two attachments (container ids) on the same interface: two leases.
+    let seg = Segment::new(203);
+    let d = daemon(&seg);
+    let a1 = args(&seg, "gc-keep");
+    let a2 = args(&seg, "gc-drop");
+    let r1 = d.allocate(&a1).unwrap();
+    let r2 = d.allocate(&a2).unwrap();
+    let ip2 = r2.ips[0].address.ip().to_string();
+    ip(&[
+        "-n",
+        &format!("{}c", seg.tag),
+        "addr",
+        "add",
+        &r2.ips[0].address.to_string(),
+        "dev",
+        "net1",
+    ]);
+    assert_eq!(d.lease_count(), 2);
+    let gc = CmdArgs {
+        stdin_data:
+            br#"{"cniVersion":"1.1.0","name":"dhcpd-live","type":"macvlan","ipam":{"type":"dhcp"},
+            "cni.dev/valid-attachments":[{"containerID":"gc-keep","ifname":"net1"}]}"#
+                .to_vec(),
+        ..CmdArgs::default()
+    };
+    d.gc(&gc).unwrap();
+    assert_eq!(d.lease_count(), 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!seg.leases().contains(&ip2), "{}", seg.leases());
+    assert!(seg.leases().contains(&r1.ips[0].address.ip().to_string()));
+    // Another network's GC leaves this network's lease alone.
+    let other = CmdArgs {
+        stdin_data: br#"{"cniVersion":"1.1.0","name":"other","cni.dev/valid-attachments":[]}"#
+            .to_vec(),
+        ..CmdArgs::default()
+    };
+    d.gc(&other).unwrap();
+    assert_eq!(d.lease_count(), 1);
+}

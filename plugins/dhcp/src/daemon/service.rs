@@ -89,6 +89,7 @@ impl Daemon {
     }
 
     /// Number of leases held (bound, renewing, rebinding or lost).
+    #[cfg(test)]
     pub fn lease_count(&self) -> usize {
         self.lock().entries.len()
     }
@@ -273,7 +274,7 @@ impl Daemon {
 
     /// `DHCP.GC`: releases every lease of this network whose attachment is
     /// not in `cni.dev/valid-attachments`.
-    pub fn gc(&self, args: &CmdArgs) -> Result<(), String> {
+    fn gc(&self, args: &CmdArgs) -> Result<(), String> {
         let net_name = config::net_name(&args.stdin_data)?;
         let valid =
             cni_skel::conf::valid_attachments(&args.stdin_data).map_err(|e| e.msg.clone())?;
@@ -515,5 +516,9 @@ impl Service for Daemon {
 
     fn release(&self, args: &CmdArgs) -> Result<(), String> {
         self.release_inner(args)
+    }
+
+    fn gc(&self, args: &CmdArgs) -> Result<(), String> {
+        Daemon::gc(self, args)
     }
 }
