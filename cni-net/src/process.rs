@@ -42,7 +42,11 @@ pub fn take_inherited_fd(fd: std::os::fd::RawFd) -> Option<std::os::fd::OwnedFd>
     }
     // SAFETY: the borrow lives only for this call; F_GETFD on a closed fd
     // fails with EBADF and touches nothing.
-    let open = fcntl(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }, FcntlArg::F_GETFD).is_ok();
+    let open = fcntl(
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+        FcntlArg::F_GETFD,
+    )
+    .is_ok();
     if !open {
         return None;
     }

@@ -24,7 +24,11 @@ pub struct UdpOpts {
 
 /// A UDP socket bound to `addr` on interface `dev` only (SO_BINDTODEVICE,
 /// SO_REUSEADDR so that one port serves several interfaces of one netns).
-pub fn bound_to_device(dev: &str, addr: SocketAddrV4, opts: UdpOpts) -> Result<UdpSocket, NetError> {
+pub fn bound_to_device(
+    dev: &str,
+    addr: SocketAddrV4,
+    opts: UdpOpts,
+) -> Result<UdpSocket, NetError> {
     let op = |what: &str| format!("{what} (udp {addr} on {dev})");
     let fd = socket(
         AddressFamily::Inet,
@@ -33,7 +37,8 @@ pub fn bound_to_device(dev: &str, addr: SocketAddrV4, opts: UdpOpts) -> Result<U
         None,
     )
     .map_err(|e| NetError::errno(op("socket"), e as i32))?;
-    setsockopt(&fd, sockopt::ReuseAddr, &true).map_err(|e| NetError::errno(op("SO_REUSEADDR"), e as i32))?;
+    setsockopt(&fd, sockopt::ReuseAddr, &true)
+        .map_err(|e| NetError::errno(op("SO_REUSEADDR"), e as i32))?;
     setsockopt(&fd, sockopt::BindToDevice, &OsString::from(dev))
         .map_err(|e| NetError::errno(op("SO_BINDTODEVICE"), e as i32))?;
     if opts.broadcast {
@@ -44,6 +49,7 @@ pub fn bound_to_device(dev: &str, addr: SocketAddrV4, opts: UdpOpts) -> Result<U
         setsockopt(&fd, sockopt::IpTransparent, &true)
             .map_err(|e| NetError::errno(op("IP_TRANSPARENT"), e as i32))?;
     }
-    bind(fd.as_raw_fd(), &SockaddrIn::from(addr)).map_err(|e| NetError::errno(op("bind"), e as i32))?;
+    bind(fd.as_raw_fd(), &SockaddrIn::from(addr))
+        .map_err(|e| NetError::errno(op("bind"), e as i32))?;
     Ok(UdpSocket::from(fd))
 }
