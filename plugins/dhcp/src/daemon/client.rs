@@ -309,11 +309,11 @@ pub fn renew(
     server: Ipv4Addr,
     timeout: Duration,
 ) -> Result<Message, Failure> {
-    // Bound to the address, so the server's unicast answer is ours even
-    // if another client in this netns listens on port 68.
-    let sock = socket(ns, iface, leased, false)
-        .or_else(|_| socket(ns, iface, Ipv4Addr::UNSPECIFIED, false))
-        .map_err(Failure::Retry)?;
+    // Bound to 0.0.0.0 on the interface, not to the leased address: the
+    // ACK comes unicast to that address, but a DHCPNAK is broadcast, and
+    // a socket bound to a unicast address never sees broadcasts. The
+    // kernel sends from the leased address, the interface's own.
+    let sock = socket(ns, iface, Ipv4Addr::UNSPECIFIED, false).map_err(Failure::Retry)?;
     let mut m = with_identity(
         Message::request(MessageType::Request, random_u64() as u32, iface.mac),
         id,

@@ -194,8 +194,10 @@ impl Store {
             .mode(0o600)
             .open(&tmp)
             .map_err(|e| format!("write {}: {e}", tmp.display()))?;
+        // No fsync: the file only has to outlive the daemon process (the
+        // page cache does); after a power loss the containers' netns are
+        // gone too, and with them every lease worth keeping.
         f.write_all(&text)
-            .and_then(|_| f.sync_data())
             .map_err(|e| format!("write {}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))
     }

@@ -270,3 +270,126 @@ fn live_gc_releases_only_invalid_attachments_of_the_network() {
     d.gc(&other).unwrap();
     assert_eq!(d.lease_count(), 1);
 }
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn link_up(seg: &Segment) -> bool {
+    let out = Command::new("ip")
+        .args(["-n", &format!("{}c", seg.tag), "-o", "link", "show", "net1"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains(",UP")
+}
+
+#[test]
+fn live_lease_expiry_is_reported_to_check() {
+    if !nix::unistd::geteuid().is_root()
+        || Command::new("dnsmasq").arg("--version").output().is_err()
+    {
+        eprintln!("SKIP live_lease_expiry_is_reported_to_check: needs root and dnsmasq");
+        return;
+    }
+    let mut seg = Segment::new(204);
+    let d = daemon(&seg);
+    {
+        let d = std::sync::Arc::clone(&d);
+        std::thread::spawn(move || d.maintain());
+    }
+    let a = args(&seg, "live-expire");
+    let r = d.allocate(&a).unwrap();
+    ip(&[
+        "-n",
+        &format!("{}c", seg.tag),
+        "addr",
+        "add",
+        &r.ips[0].address.to_string(),
+        "dev",
+        "net1",
+    ]);
+    assert!(link_up(&seg));
+    // The server goes away; the lease's whole life passes.
+    let _ = seg.dnsmasq.kill();
+    let _ = seg.dnsmasq.wait();
+    d.age_leases(10_000);
+    wait_until("the lease to be lost", || d.allocate(&a).is_err());
+    let e = d.allocate(&a).unwrap_err();
+    assert!(e.contains("expired"), "{e}");
+    assert!(!link_up(&seg), "the interface stays up after expiry");
+    // DEL forgets it; a new ADD would start afresh.
+    d.release(&a).unwrap();
+    assert_eq!(d.lease_count(), 0);
+    d.stop();
+}
+
+#[test]
+fn live_nak_at_renewal_loses_the_lease() {
+    if !nix::unistd::geteuid().is_root()
+        || Command::new("dnsmasq").arg("--version").output().is_err()
+    {
+        eprintln!("SKIP live_nak_at_renewal_loses_the_lease: needs root and dnsmasq");
+        return;
+    }
+    let mut seg = Segment::new(205);
+    let d = daemon(&seg);
+    {
+        let d = std::sync::Arc::clone(&d);
+        std::thread::spawn(move || d.maintain());
+    }
+    let a = args(&seg, "live-nak");
+    let r = d.allocate(&a).unwrap();
+    ip(&[
+        "-n",
+        &format!("{}c", seg.tag),
+        "addr",
+        "add",
+        &r.ips[0].address.to_string(),
+        "dev",
+        "net1",
+    ]);
+    // The server restarts with another range: the address is no longer
+    // its to give, and an authoritative server says so (DHCPNAK).
+    let _ = seg.dnsmasq.kill();
+    let _ = seg.dnsmasq.wait();
+    let _ = std::fs::remove_file(seg.dir.join("leases"));
+    seg.dnsmasq = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &format!("{}s", seg.tag),
+            "dnsmasq",
+            "--no-daemon",
+            "--conf-file=/dev/null",
+            "--port=0",
+            "--user=root",
+            "--interface=srv0",
+            "--bind-interfaces",
+            "--no-ping",
+            "--log-dhcp",
+            "--dhcp-authoritative",
+            "--dhcp-range=10.131.205.200,10.131.205.210,255.255.255.0,2m",
+        ])
+        .arg(format!(
+            "--dhcp-leasefile={}",
+            seg.dir.join("leases").display()
+        ))
+        .arg(format!("--log-facility={}", seg.dir.join("log").display()))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    d.age_leases(61); // past T1 (60 s of a 2 m lease), before T2
+    wait_until("the NAK", || d.allocate(&a).is_err());
+    let e = d.allocate(&a).unwrap_err();
+    assert!(e.contains("refused"), "{e}");
+    assert!(seg.log().contains("DHCPNAK"), "{}", seg.log());
+    d.release(&a).unwrap();
+    d.stop();
+}

@@ -94,6 +94,27 @@ impl Daemon {
         self.lock().entries.len()
     }
 
+    /// Moves every lease's clock `secs` into the past (tests: reach T1,
+    /// T2 or expiry without waiting) and wakes the maintainer.
+    #[cfg(test)]
+    pub fn age_leases(&self, secs: u64) {
+        let mut t = self.lock();
+        for e in t.entries.values_mut() {
+            let times = &mut e.record.times;
+            for v in [
+                &mut times.acquired,
+                &mut times.renew,
+                &mut times.rebind,
+                &mut times.expire,
+            ] {
+                *v = v.saturating_sub(secs);
+            }
+            e.next = e.next.saturating_sub(secs);
+        }
+        drop(t);
+        self.changed.notify_all();
+    }
+
     /// Takes back the leases a previous run stored, after checking that
     /// each netns and link still exist; expired ones and those whose
     /// container is gone are dropped. Renewals due meanwhile run at once.
