@@ -79,9 +79,6 @@ fn run(mut flags: flags::Flags) -> Result<(), String> {
     }
 
     let socket_path = PathBuf::from(format!("{}{}", flags.hostprefix, flags.socketpath));
-    let (listener, created) =
-        get_listener(&socket_path).map_err(|e| format!("Error getting listener: {e}"))?;
-
     let lease_dir = if flags.leasedir.is_empty() {
         socket_path
             .parent()
@@ -99,7 +96,11 @@ fn run(mut flags: flags::Flags) -> Result<(), String> {
             resend_timeout: flags.resendtimeout,
         },
     );
+    // Stored leases first: an RPC served before they are back could
+    // acquire a second lease for an attachment that already has one.
     daemon.adopt_stored();
+    let (listener, created) =
+        get_listener(&socket_path).map_err(|e| format!("Error getting listener: {e}"))?;
 
     {
         let daemon = Arc::clone(&daemon);
