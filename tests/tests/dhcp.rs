@@ -158,12 +158,32 @@ impl Lan {
         lan
     }
 
+    /// dnsmasq's lease file, read until two reads agree (dnsmasq rewrites
+    /// it in place).
     fn leases(&self) -> String {
-        std::fs::read_to_string(self.dir.0.join("leases")).unwrap_or_default()
+        let read = || std::fs::read_to_string(self.dir.0.join("leases")).unwrap_or_default();
+        let mut last = read();
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            let now = read();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
     }
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.0.join("dnsmasq.log")).unwrap_or_default()
+    }
+
+    /// Waits until dnsmasq's lease file holds (or no longer holds) `ip`:
+    /// dnsmasq rewrites the file in place, so one read may catch it
+    /// half written.
+    fn wait_lease(&self, ip: &str, present: bool) {
+        wait_for(&format!("{ip} present={present} in the lease file"), || {
+            self.leases().contains(ip) == present
+        });
     }
 
     /// A container netns with a macvlan `net1` over the segment.
@@ -301,8 +321,8 @@ fn add_check_del(lan: &Lan, d: &Daemon, plugin: &Path, c: &Netns, conf: &Value) 
         json!([{"dst": "0.0.0.0/0", "gw": "10.131.10.1"}])
     );
     let ip = addr.split('/').next().unwrap();
+    lan.wait_lease(ip, true);
     let leases = lan.leases();
-    assert!(leases.contains(ip), "{leases}");
     // The reference's client id: type 0, then containerID/netName/ifName.
     let cid_hex: String = b"\0dhcpd-cid-1/dhcpd-net/net1"
         .iter()
@@ -586,8 +606,8 @@ fn gc_releases_leases_not_in_valid_attachments() {
     gc["cni.dev/valid-attachments"] = json!([{"containerID": "dhcpd-gc-keep", "ifname": "net1"}]);
     Invocation::new(plugin(), "GC").config(&gc).run().ok();
     let dropped_ip = dropped.split('/').next().unwrap().to_string();
-    wait_for("the GC's release", || !lan.leases().contains(&dropped_ip));
-    assert!(lan.leases().contains(kept.split('/').next().unwrap()));
+    lan.wait_lease(&dropped_ip, false);
+    lan.wait_lease(kept.split('/').next().unwrap(), true);
     // The kept one is still held: CHECK answers; the dropped one's CHECK
     // acquires anew (the daemon forgot it), so it is not asserted here.
     call("CHECK", "dhcpd-gc-keep", &keep, &conf).ok();
