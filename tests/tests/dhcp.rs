@@ -12,13 +12,15 @@
 
 #![cfg(test)]
 
+use rcni_tests::dhcp_util::{DaemonProc, Lan, Proc, client_id_hex, wait_for};
+use rcni_tests::tempdir::TempDir;
 use rcni_tests::{
     Invocation, Netns, PluginOutput, bin, go_bin, have_tool, skip_unless_root, unique,
 };
 use serde_json::{Value, json};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The CNI plugin that calls the daemon: ours (tests/tests/dhcp_interop.rs
@@ -44,215 +46,65 @@ fn skip(test: &str) -> bool {
     false
 }
 
-/// A scratch directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        let p = std::env::temp_dir().join(unique("dhcpd-t"));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A killed-on-drop child process.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The DHCP server side: a server netns running dnsmasq, and a segment
-/// netns whose `seg0` (the veth's other end) is the macvlans' parent.
-struct Lan {
-    /// Holds dnsmasq's namespace (and the veth) until the end.
-    _server: Netns,
-    segment: Netns,
-    dir: TempDir,
-    _dnsmasq: Proc,
-}
-
-impl Lan {
-    fn new(subnet: u8) -> Lan {
-        let server = Netns::new("dhcpd");
-        let segment = Netns::new("dhcpd");
-        let dir = TempDir::new();
-        server.exec_ok(
-            "ip",
-            &[
-                "link",
-                "add",
-                "srv0",
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "seg0",
-                "netns",
-                segment.name(),
-            ],
-        );
-        server.exec_ok(
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("10.131.{subnet}.1/24"),
-                "dev",
-                "srv0",
-            ],
-        );
-        server.exec_ok("ip", &["link", "set", "srv0", "up"]);
-        server.exec_ok("ip", &["link", "set", "lo", "up"]);
-        segment.exec_ok("ip", &["link", "set", "seg0", "up"]);
-        let dnsmasq = Command::new("ip")
-            .args(["netns", "exec", server.name(), "dnsmasq", "--no-daemon"])
-            .args([
-                "--conf-file=/dev/null",
-                "--port=0",
-                "--user=root",
-                "--interface=srv0",
-            ])
-            .args([
-                "--bind-interfaces",
-                "--no-ping",
-                "--log-dhcp",
-                "--dhcp-authoritative",
-            ])
-            .arg(format!(
-                "--dhcp-range=10.131.{subnet}.50,10.131.{subnet}.150,255.255.255.0,2m"
-            ))
-            .arg(format!(
-                "--dhcp-leasefile={}",
-                dir.0.join("leases").display()
-            ))
-            .arg(format!(
-                "--log-facility={}",
-                dir.0.join("dnsmasq.log").display()
-            ))
-            .arg(format!(
-                "--pid-file={}",
-                dir.0.join("dnsmasq.pid").display()
-            ))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("dnsmasq");
-        let lan = Lan {
-            _server: server,
-            segment,
-            dir,
-            _dnsmasq: Proc(dnsmasq),
-        };
-        wait_for("dnsmasq to start", || lan.log().contains("DHCP, IP range"));
-        lan
-    }
-
-    /// dnsmasq's lease file, read until two reads agree (dnsmasq rewrites
-    /// it in place).
-    fn leases(&self) -> String {
-        let read = || std::fs::read_to_string(self.dir.0.join("leases")).unwrap_or_default();
-        let mut last = read();
-        loop {
-            std::thread::sleep(Duration::from_millis(20));
-            let now = read();
-            if now == last {
-                return now;
-            }
-            last = now;
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.0.join("dnsmasq.log")).unwrap_or_default()
-    }
-
-    /// Waits until dnsmasq's lease file holds (or no longer holds) `ip`:
-    /// dnsmasq rewrites the file in place, so one read may catch it
-    /// half written.
-    fn wait_lease(&self, ip: &str, present: bool) {
-        wait_for(&format!("{ip} present={present} in the lease file"), || {
-            self.leases().contains(ip) == present
-        });
-    }
-
-    /// A container netns with a macvlan `net1` over the segment.
-    fn container(&self) -> Netns {
-        let c = Netns::new("dhcpd");
-        let name = unique("dhcpm");
-        self.segment.exec_ok(
-            "ip",
-            &[
-                "link", "add", "link", "seg0", "name", &name, "type", "macvlan", "mode", "bridge",
-            ],
-        );
-        self.segment
-            .exec_ok("ip", &["link", "set", &name, "netns", c.name()]);
-        c.exec_ok("ip", &["link", "set", &name, "name", "net1"]);
-        c
-    }
-}
-
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Our daemon, listening on `<dir>/dhcp.sock`; SIGKILLed on drop.
+/// Our daemon on `<dir>/dhcp.sock` (short timeouts), killed on drop.
 struct Daemon {
-    proc: Proc,
+    inner: DaemonProc,
     socket: PathBuf,
-    log: PathBuf,
 }
 
 impl Daemon {
     fn start(dir: &Path, extra: &[&str]) -> Daemon {
         let socket = dir.join("dhcp.sock");
         let log = dir.join(format!("daemon-{}.log", unique("l")));
-        let child = Command::new(bin("dhcp"))
-            .arg("daemon")
-            .arg("-socketpath")
-            .arg(&socket)
-            .args([
-                "-timeout",
-                "5s",
-                "-resendmax",
-                "8s",
-                "-resendtimeout",
-                "30s",
-            ])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("dhcp daemon");
-        let d = Daemon {
-            proc: Proc(child),
+        let mut args = vec![
+            "-timeout",
+            "5s",
+            "-resendmax",
+            "8s",
+            "-resendtimeout",
+            "30s",
+        ];
+        args.extend_from_slice(extra);
+        Daemon {
+            inner: DaemonProc::start(&bin("dhcp"), &socket, &log, &args),
             socket,
-            log,
-        };
-        wait_for("the daemon's socket", || {
-            UnixStream::connect(&d.socket).is_ok()
-        });
-        d
+        }
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.inner.log()
     }
+
+    fn kill(&mut self) {
+        let _ = self.inner.proc.0.kill(); // SIGKILL: the socket file stays
+        let _ = self.inner.proc.0.wait();
+    }
+}
+
+/// dnsmasq serving 10.131.<n>.0/24.
+fn lan(n: u8) -> Lan {
+    Lan::new("dhcpd", &format!("10.131.{n}"), &[])
+}
+
+/// dnsmasq's lease file, read until two reads agree (dnsmasq rewrites it
+/// in place, so one read may catch it half written).
+fn leases(lan: &Lan) -> String {
+    let mut last = lan.leases();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = lan.leases();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// Waits until the lease file holds (or no longer holds) `ip`.
+fn wait_lease(lan: &Lan, ip: &str, present: bool) {
+    wait_for(&format!("{ip} present={present} in the lease file"), || {
+        leases(lan).contains(ip) == present
+    });
 }
 
 fn conf(d: &Daemon, extra_ipam: Value) -> Value {
@@ -293,8 +145,8 @@ fn add_gets_a_lease_del_releases_it() {
     if skip("add_gets_a_lease_del_releases_it") {
         return;
     }
-    let lan = Lan::new(10);
-    let d = Daemon::start(&lan.dir.0, &[]);
+    let lan = lan(10);
+    let d = Daemon::start(lan.dir.path(), &[]);
     let conf = conf(
         &d,
         json!({"provide": [{"option": "host-name", "value": "dhcpd-host"}]}),
@@ -302,7 +154,7 @@ fn add_gets_a_lease_del_releases_it() {
     // Our plugin, then the Go reference's against the same (our) daemon.
     let go = go_bin("dhcp").expect("/usr/lib/cni/dhcp");
     for plugin in [bin("dhcp"), go] {
-        let c = lan.container();
+        let c = lan.container("dhcpd");
         add_check_del(&lan, &d, &plugin, &c, &conf);
     }
 }
@@ -321,27 +173,20 @@ fn add_check_del(lan: &Lan, d: &Daemon, plugin: &Path, c: &Netns, conf: &Value) 
         json!([{"dst": "0.0.0.0/0", "gw": "10.131.10.1"}])
     );
     let ip = addr.split('/').next().unwrap();
-    lan.wait_lease(ip, true);
-    let leases = lan.leases();
+    wait_lease(lan, ip, true);
+    let held = leases(lan);
     // The reference's client id: type 0, then containerID/netName/ifName.
-    let cid_hex: String = b"\0dhcpd-cid-1/dhcpd-net/net1"
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":");
-    assert!(
-        leases.contains(&cid_hex),
-        "client id {cid_hex} not in {leases}"
-    );
-    assert!(leases.contains("dhcpd-host"), "{leases}");
+    let cid_hex = client_id_hex("dhcpd-cid-1", "dhcpd-net", "net1");
+    assert!(held.contains(&cid_hex), "client id {cid_hex} not in {held}");
+    assert!(held.contains("dhcpd-host"), "{held}");
     // CHECK asks again: the same lease, no second one.
     call("CHECK", "dhcpd-cid-1", c, conf).ok();
-    assert_eq!(lan.leases().lines().count(), 1, "{}", lan.leases());
+    assert_eq!(leases(lan).lines().count(), 1, "{}", leases(lan));
 
     configure(c, &addr);
     call("DEL", "dhcpd-cid-1", c, conf).ok();
     wait_for("the lease to leave dnsmasq's lease file", || {
-        !lan.leases().contains(ip)
+        !leases(lan).contains(ip)
     });
     assert!(
         lan.log().contains(&format!("DHCPRELEASE(srv0) {ip}")),
@@ -359,9 +204,9 @@ fn short_lease_is_renewed_at_t1() {
     if skip("short_lease_is_renewed_at_t1") {
         return;
     }
-    let lan = Lan::new(11);
-    let d = Daemon::start(&lan.dir.0, &[]);
-    let c = lan.container();
+    let lan = lan(11);
+    let d = Daemon::start(lan.dir.path(), &[]);
+    let c = lan.container("dhcpd");
     let conf = conf(&d, json!({}));
     let addr = address(&call("ADD", "dhcpd-renew", &c, &conf).ok());
     configure(&c, &addr);
@@ -384,7 +229,7 @@ fn short_lease_is_renewed_at_t1() {
         .to_string();
     assert!(!renewal.contains("broadcast response"), "{renewal}");
     call("DEL", "dhcpd-renew", &c, &conf).ok();
-    wait_for("the release", || !lan.leases().contains(&ip));
+    wait_for("the release", || !leases(&lan).contains(&ip));
 }
 
 #[test]
@@ -392,10 +237,10 @@ fn twenty_concurrent_attachments_get_distinct_leases() {
     if skip("twenty_concurrent_attachments_get_distinct_leases") {
         return;
     }
-    let lan = Lan::new(12);
-    let d = Daemon::start(&lan.dir.0, &[]);
+    let lan = lan(12);
+    let d = Daemon::start(lan.dir.path(), &[]);
     let conf = conf(&d, json!({}));
-    let containers: Vec<Netns> = (0..20).map(|_| lan.container()).collect();
+    let containers: Vec<Netns> = (0..20).map(|_| lan.container("dhcpd")).collect();
     let addrs: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = containers
             .iter()
@@ -409,12 +254,12 @@ fn twenty_concurrent_attachments_get_distinct_leases() {
     });
     let distinct: std::collections::BTreeSet<_> = addrs.iter().collect();
     assert_eq!(distinct.len(), 20, "{addrs:?}");
-    assert_eq!(lan.leases().lines().count(), 20, "{}", lan.leases());
+    assert_eq!(leases(&lan).lines().count(), 20, "{}", leases(&lan));
     for (i, (c, a)) in containers.iter().zip(&addrs).enumerate() {
         configure(c, a);
         call("DEL", &format!("dhcpd-many-{i}"), c, &conf).ok();
     }
-    wait_for("all 20 releases", || lan.leases().trim().is_empty());
+    wait_for("all 20 releases", || leases(&lan).trim().is_empty());
 }
 
 #[test]
@@ -422,30 +267,29 @@ fn daemon_killed_and_restarted_later_del_releases() {
     if skip("daemon_killed_and_restarted_later_del_releases") {
         return;
     }
-    let lan = Lan::new(13);
-    let c = lan.container();
+    let lan = lan(13);
+    let c = lan.container("dhcpd");
     let (addr, conf) = {
-        let mut d = Daemon::start(&lan.dir.0, &[]);
+        let mut d = Daemon::start(lan.dir.path(), &[]);
         let conf = conf(&d, json!({}));
         let addr = address(&call("ADD", "dhcpd-kill", &c, &conf).ok());
-        let _ = d.proc.0.kill(); // SIGKILL: socket file left behind
-        let _ = d.proc.0.wait();
+        d.kill();
         (addr, conf)
     };
-    assert!(lan.dir.0.join("dhcp.sock").exists());
+    assert!(lan.dir.join("dhcp.sock").exists());
     configure(&c, &addr);
     // The stale socket does not keep the new daemon from starting, and it
     // takes the stored lease over.
-    let d = Daemon::start(&lan.dir.0, &[]);
+    let d = Daemon::start(lan.dir.path(), &[]);
     assert!(d.log().contains("re-adopted stored lease"), "{}", d.log());
     // The same lease is answered, not a new one.
     let again = call("CHECK", "dhcpd-kill", &c, &conf);
     again.ok();
-    assert_eq!(lan.leases().lines().count(), 1);
+    assert_eq!(leases(&lan).lines().count(), 1);
     let ip = addr.split('/').next().unwrap().to_string();
     call("DEL", "dhcpd-kill", &c, &conf).ok();
     wait_for("the release after the restart", || {
-        !lan.leases().contains(&ip)
+        !leases(&lan).contains(&ip)
     });
 }
 
@@ -454,10 +298,10 @@ fn container_netns_gone_del_still_succeeds() {
     if skip("container_netns_gone_del_still_succeeds") {
         return;
     }
-    let lan = Lan::new(14);
-    let d = Daemon::start(&lan.dir.0, &[]);
+    let lan = lan(14);
+    let d = Daemon::start(lan.dir.path(), &[]);
     let conf = conf(&d, json!({}));
-    let c = lan.container();
+    let c = lan.container("dhcpd");
     call("ADD", "dhcpd-gone", &c, &conf).ok();
     let path = c.path();
     drop(c);
@@ -470,7 +314,7 @@ fn container_netns_gone_del_still_succeeds() {
         .run()
         .ok();
     // The daemon still serves others.
-    let c2 = lan.container();
+    let c2 = lan.container("dhcpd");
     call("ADD", "dhcpd-gone-2", &c2, &conf).ok();
     call("DEL", "dhcpd-gone-2", &c2, &conf).ok();
 }
@@ -480,7 +324,7 @@ fn daemon_flags_pidfile_and_signals() {
     if skip("daemon_flags_pidfile_and_signals") {
         return;
     }
-    let dir = TempDir::new();
+    let dir = TempDir::new("dhcpd");
     let out = Command::new(bin("dhcp"))
         .args(["daemon", "-nope"])
         .output()
@@ -491,7 +335,7 @@ fn daemon_flags_pidfile_and_signals() {
     );
     let out = Command::new(bin("dhcp"))
         .args(["daemon", "-pidfile", "relative.pid", "-socketpath"])
-        .arg(dir.0.join("x.sock"))
+        .arg(dir.join("x.sock"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -500,13 +344,13 @@ fn daemon_flags_pidfile_and_signals() {
             .contains("Error writing pidfile \"relative.pid\": path not absolute"),
         "{out:?}"
     );
-    let pidfile = dir.0.join("d.pid");
+    let pidfile = dir.join("d.pid");
     let d = Daemon::start(
-        &dir.0,
+        dir.path(),
         &["-pidfile", pidfile.to_str().unwrap(), "--broadcast"],
     );
     let pid = std::fs::read_to_string(&pidfile).unwrap();
-    assert_eq!(pid, d.proc.0.id().to_string());
+    assert_eq!(pid, d.inner.proc.0.id().to_string());
     // A second daemon on the same live socket refuses to start.
     let out = Command::new(bin("dhcp"))
         .args(["daemon", "-socketpath"])
@@ -518,11 +362,11 @@ fn daemon_flags_pidfile_and_signals() {
     // SIGTERM: socket and pidfile removed, exit 0.
     let mut d = d;
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(d.proc.0.id() as i32),
+        nix::unistd::Pid::from_raw(d.inner.proc.0.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let status = d.proc.0.wait().unwrap();
+    let status = d.inner.proc.0.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert!(!d.socket.exists());
     assert!(!pidfile.exists());
@@ -537,24 +381,24 @@ fn socket_activation_as_systemd_passes_it() {
         eprintln!("SKIP socket_activation_as_systemd_passes_it: systemd-socket-activate missing");
         return;
     }
-    let lan = Lan::new(15);
-    let socket = lan.dir.0.join("activated.sock");
+    let lan = lan(15);
+    let socket = lan.dir.join("activated.sock");
     // systemd-socket-activate listens, and on the first connection execs
     // the daemon with LISTEN_FDS=1 and the socket as fd 3.
-    let log = lan.dir.0.join("activated.log");
+    let log = lan.dir.join("activated.log");
     let child = Command::new("systemd-socket-activate")
         .arg("-l")
         .arg(&socket)
         .arg(bin("dhcp"))
         .args(["daemon", "-leasedir"])
-        .arg(lan.dir.0.join("leases.d"))
+        .arg(lan.dir.join("leases.d"))
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let _activated = Proc(child);
     wait_for("the activation socket", || socket.exists());
-    let c = lan.container();
+    let c = lan.container("dhcpd");
     let conf = json!({"cniVersion": "1.0.0", "name": "dhcpd-net", "type": "macvlan",
         "ipam": {"type": "dhcp", "daemonSocketPath": socket.display().to_string()}});
     let r = call("ADD", "dhcpd-act", &c, &conf).ok();
@@ -566,20 +410,20 @@ fn socket_activation_as_systemd_passes_it() {
     // Two sockets passed: the reference's error.
     let two = Command::new("systemd-socket-activate")
         .arg("-l")
-        .arg(lan.dir.0.join("a.sock"))
+        .arg(lan.dir.join("a.sock"))
         .arg("-l")
-        .arg(lan.dir.0.join("b.sock"))
+        .arg(lan.dir.join("b.sock"))
         .arg(bin("dhcp"))
         .args(["daemon", "-leasedir"])
-        .arg(lan.dir.0.join("leases.d"))
+        .arg(lan.dir.join("leases.d"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     wait_for("the second activation socket", || {
-        lan.dir.0.join("a.sock").exists()
+        lan.dir.join("a.sock").exists()
     });
-    let _ = UnixStream::connect(lan.dir.0.join("a.sock"));
+    let _ = UnixStream::connect(lan.dir.join("a.sock"));
     let out = two.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(
@@ -594,10 +438,10 @@ fn gc_releases_leases_not_in_valid_attachments() {
     if skip("gc_releases_leases_not_in_valid_attachments") {
         return;
     }
-    let lan = Lan::new(16);
-    let d = Daemon::start(&lan.dir.0, &[]);
+    let lan = lan(16);
+    let d = Daemon::start(lan.dir.path(), &[]);
     let conf = conf(&d, json!({}));
-    let (keep, drop_) = (lan.container(), lan.container());
+    let (keep, drop_) = (lan.container("dhcpd"), lan.container("dhcpd"));
     let kept = address(&call("ADD", "dhcpd-gc-keep", &keep, &conf).ok());
     let dropped = address(&call("ADD", "dhcpd-gc-drop", &drop_, &conf).ok());
     configure(&drop_, &dropped);
@@ -606,8 +450,8 @@ fn gc_releases_leases_not_in_valid_attachments() {
     gc["cni.dev/valid-attachments"] = json!([{"containerID": "dhcpd-gc-keep", "ifname": "net1"}]);
     Invocation::new(plugin(), "GC").config(&gc).run().ok();
     let dropped_ip = dropped.split('/').next().unwrap().to_string();
-    lan.wait_lease(&dropped_ip, false);
-    lan.wait_lease(kept.split('/').next().unwrap(), true);
+    wait_lease(&lan, &dropped_ip, false);
+    wait_lease(&lan, kept.split('/').next().unwrap(), true);
     // The kept one is still held: CHECK answers; the dropped one's CHECK
     // acquires anew (the daemon forgot it), so it is not asserted here.
     call("CHECK", "dhcpd-gc-keep", &keep, &conf).ok();
@@ -624,9 +468,9 @@ fn status_and_del_with_the_daemon_down() {
     if skip("status_and_del_with_the_daemon_down") {
         return;
     }
-    let lan = Lan::new(17);
-    let c = lan.container();
-    let mut d = Daemon::start(&lan.dir.0, &[]);
+    let lan = lan(17);
+    let c = lan.container("dhcpd");
+    let mut d = Daemon::start(lan.dir.path(), &[]);
     let conf = conf(&d, json!({}));
     let mut status = conf.clone();
     status["cniVersion"] = json!("1.1.0");
@@ -636,8 +480,7 @@ fn status_and_del_with_the_daemon_down() {
         .ok();
     let addr = address(&call("ADD", "dhcpd-down", &c, &conf).ok());
     configure(&c, &addr);
-    let _ = d.proc.0.kill();
-    let _ = d.proc.0.wait();
+    d.kill();
     let e = Invocation::new(plugin(), "STATUS")
         .config(&status)
         .run()
@@ -646,9 +489,9 @@ fn status_and_del_with_the_daemon_down() {
     // DEL with the daemon down succeeds; the lease is still stored, so the
     // restarted daemon releases it at the next DEL.
     call("DEL", "dhcpd-down", &c, &conf).ok();
-    let d = Daemon::start(&lan.dir.0, &[]);
+    let d = Daemon::start(lan.dir.path(), &[]);
     call("DEL", "dhcpd-down", &c, &conf).ok();
     let ip = addr.split('/').next().unwrap().to_string();
-    wait_for("the release", || !lan.leases().contains(&ip));
+    wait_for("the release", || !leases(&lan).contains(&ip));
     drop(d);
 }
