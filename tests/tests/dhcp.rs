@@ -495,3 +495,69 @@ fn status_and_del_with_the_daemon_down() {
     wait_for("the release", || !leases(&lan).contains(&ip));
     drop(d);
 }
+
+#[test]
+fn hostile_requests_leave_the_daemon_serving() {
+    if skip("hostile_requests_leave_the_daemon_serving") {
+        return;
+    }
+    let lan = lan(18);
+    let d = Daemon::start(lan.dir.path(), &[]);
+    let c = lan.container("dhcpd");
+    let good = conf(&d, json!({}));
+    let long = "x".repeat(300);
+    let bad_ipam = [
+        json!({"provide": [{"option": "host-name", "value": long}]}),
+        json!({"provide": [{"option": "nope", "value": "v"}]}),
+        json!({"request": [{"option": "256"}]}),
+        json!({"request": [{"option": "-1"}]}),
+        json!({"provide": [{"option": "12", "fromArg": "H"}]}),
+        json!({"priority": -5}),
+        json!({"provide": "not a list"}),
+        json!({"request": [{"option": 3}]}),
+    ];
+    for extra in bad_ipam {
+        let conf = conf(&d, extra.clone());
+        let out = Invocation::new(plugin(), "ADD")
+            .attach("dhcpd-hostile", &c, "net1")
+            .env("CNI_ARGS", format!("H={long}"))
+            .config(&conf)
+            .run();
+        let e = out.err();
+        assert!(e["msg"].as_str().unwrap_or_default().len() < 2000, "{e}");
+    }
+    // Attachments that cannot be served: no such netns, no such link, a
+    // file that is not a netns, an empty interface name.
+    let not_ns = lan.dir.join("not-a-netns");
+    std::fs::write(&not_ns, b"x").unwrap();
+    for (netns, ifname) in [
+        ("/run/netns/dhcpd-does-not-exist".to_string(), "net1"),
+        (c.path().display().to_string(), "nosuchlink"),
+        (not_ns.display().to_string(), "net1"),
+        (c.path().display().to_string(), ""),
+    ] {
+        let out = Invocation::new(plugin(), "ADD")
+            .env("CNI_CONTAINERID", "dhcpd-hostile-2")
+            .env("CNI_NETNS", &netns)
+            .env("CNI_IFNAME", ifname)
+            .config(&good)
+            .run();
+        assert_ne!(out.code, 0, "{out:?}");
+    }
+    // Garbage on the socket itself.
+    for junk in [
+        &b"GET / HTTP/1.0\r\n\r\n"[..],
+        b"CONNECT /_goRPC_ HTTP/1.0\n\n\xff\xff\xff\xff",
+        b"",
+    ] {
+        use std::io::Write;
+        if let Ok(mut s) = UnixStream::connect(&d.socket) {
+            let _ = s.write_all(junk);
+        }
+    }
+    // Still serving, and nothing was leased by the failures.
+    let r = call("ADD", "dhcpd-hostile-ok", &c, &good).ok();
+    assert!(address(&r).starts_with("10.131.18."), "{r}");
+    assert_eq!(leases(&lan).lines().count(), 1, "{}", leases(&lan));
+    call("DEL", "dhcpd-hostile-ok", &c, &good).ok();
+}

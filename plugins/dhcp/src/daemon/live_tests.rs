@@ -393,3 +393,45 @@ fn live_nak_at_renewal_loses_the_lease() {
     d.release(&a).unwrap();
     d.stop();
 }
+
+#[test]
+fn live_rebinding_after_t2_keeps_the_address() {
+    if !nix::unistd::geteuid().is_root()
+        || Command::new("dnsmasq").arg("--version").output().is_err()
+    {
+        eprintln!("SKIP live_rebinding_after_t2_keeps_the_address: needs root and dnsmasq");
+        return;
+    }
+    let seg = Segment::new(206);
+    let d = daemon(&seg);
+    {
+        let d = std::sync::Arc::clone(&d);
+        std::thread::spawn(move || d.maintain());
+    }
+    let a = args(&seg, "live-rebind");
+    let r = d.allocate(&a).unwrap();
+    ip(&[
+        "-n",
+        &format!("{}c", seg.tag),
+        "addr",
+        "add",
+        &r.ips[0].address.to_string(),
+        "dev",
+        "net1",
+    ]);
+    let acks = || seg.log().matches("DHCPACK(srv0)").count();
+    assert_eq!(acks(), 1);
+    d.age_leases(110); // past T2 (105 s of a 2 m lease), before expiry
+    wait_until("the rebinding ACK", || acks() >= 2);
+    // Rebinding is a broadcast REQUEST for the same address (no server id).
+    let log = seg.log();
+    let request = log.rsplit("DHCPREQUEST(srv0)").next().unwrap_or_default();
+    assert!(
+        request.starts_with(&format!(" {}", r.ips[0].address.ip())),
+        "{log}"
+    );
+    wait_until("the lease to be bound again", || d.allocate(&a).is_ok());
+    assert_eq!(d.allocate(&a).unwrap(), r);
+    d.release(&a).unwrap();
+    d.stop();
+}
