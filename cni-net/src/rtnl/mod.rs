@@ -213,3 +213,5 @@ impl Netlink {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vs_iproute2;
