@@ -3,11 +3,15 @@
 //! `netlink-packet-core`) over a blocking `netlink-sys` socket. No async
 //! runtime: a plugin makes a handful of requests and exits.
 //!
-//! - [`Socket<M>`] ([`socket`]): bound socket, sequence numbers,
+//! - [`Socket`] ([`socket`]): bound socket, sequence numbers,
 //!   [`Socket::ack`] (create/set/delete), [`Socket::get`] (one object),
 //!   [`Socket::dump`] (multipart until `NLMSG_DONE`, asked again on
 //!   `NLM_F_DUMP_INTR`), errno plus the kernel's extended-ACK text in the
 //!   [`NetError`](crate::NetError), a capture mode for byte-level tests.
+//! - [`rtm`]: [`Rtm<T>`](rtm::Rtm), an rtnetlink message type with one of
+//!   netlink-packet-route's message structs, instead of the crate's
+//!   `RouteNetlinkMessage` enum (whose encoder and parser link every
+//!   family's code into every binary).
 //! - [`gaps`]: the few things the crates do not type, hand-written in one
 //!   place, each naming the missing crate type.
 //! - [`nfnl`]: the netfilter queries' requests, hand-built (size: see there).
@@ -20,7 +24,8 @@
 //!
 //! ```ignore
 //! use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
-//! use netlink_packet_route::{RouteNetlinkMessage, link::{LinkMessage, LinkAttribute}};
+//! use crate::nl::rtm::{Rtm, RTM_SETLINK};
+//! use netlink_packet_route::link::{LinkMessage, LinkAttribute};
 //!
 //! impl Netlink {
 //!     /// Sets the link's transmit queue length.
@@ -28,15 +33,16 @@
 //!         let mut msg = LinkMessage::default();      // structs are #[non_exhaustive]:
 //!         msg.header.index = link.index;             // Default, then assign
 //!         msg.attributes.push(LinkAttribute::TxQueueLen(len));
-//!         self.route()                               // the locked Socket<RouteNetlinkMessage>
-//!             .ack(&RouteNetlinkMessage::SetLink(msg), 0, &format!("set {} txqlen", link.name))
+//!         self.route()                               // the locked Socket
+//!             .ack(&Rtm(RTM_SETLINK, msg), 0, &format!("set {} txqlen", link.name))
 //!     }
 //! }
 //! ```
 //!
 //! - create: `ack(&msg, NLM_F_CREATE | NLM_F_EXCL, op)` (without EXCL the
 //!   kernel silently modifies an existing object of that name);
-//! - get one object: `get(&msg, op)` → `Option<RouteNetlinkMessage>`;
+//! - get one object: `get(&msg, op)` → `Option<Rtm<T>>` (match the answer's
+//!   type: `Some(Rtm(RTM_NEWLINK, m))`);
 //! - list: `dump(|| request, op, |answer| Some(..))` keeps what the closure
 //!   returns (parse into the facade's own small types there);
 //! - `op` is the error's text ("create ifb ifb0"); treat "already gone"
@@ -47,12 +53,13 @@
 
 pub(crate) mod gaps;
 pub(crate) mod nfnl;
+pub(crate) mod rtm;
 pub(crate) mod socket;
 
 pub(crate) use socket::Socket;
 
-/// The socket of the facade: rtnetlink with the crate's message enum.
-pub(crate) type RouteSocket = Socket<netlink_packet_route::RouteNetlinkMessage>;
+/// The socket of the facade (rtnetlink).
+pub(crate) type RouteSocket = Socket;
 
 /// The `netlink-sys` protocol numbers used here.
 pub(crate) use netlink_sys::protocols::NETLINK_ROUTE;

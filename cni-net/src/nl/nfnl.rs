@@ -20,7 +20,7 @@ use std::fmt;
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
 /// A blocking netlink socket bound to the calling thread's namespace.
-pub(crate) struct Conn(Socket<()>);
+pub(crate) struct Conn(Socket);
 
 impl Conn {
     /// Opens a socket of netlink `protocol` (`netlink_sys::protocols::*`).

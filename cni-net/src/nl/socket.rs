@@ -1,7 +1,9 @@
 //! The blocking netlink client: one request out, its answers in.
 //!
-//! A [`Socket<M>`] speaks one netlink family whose messages are `M`
-//! (`RouteNetlinkMessage` for `NETLINK_ROUTE`). It belongs to the network
+//! A [`Socket`] speaks one netlink family; each request names its message
+//! type (for `NETLINK_ROUTE`, an [`Rtm`](super::rtm::Rtm) of one family, so
+//! that a binary links only the encoders and parsers it uses). It belongs
+//! to the network
 //! namespace of the thread that created it, for its whole life. Every
 //! request carries a fresh sequence number; answers with another sequence
 //! number, or not sent by the kernel (port 0), are skipped. The exchange
@@ -18,7 +20,6 @@ use netlink_packet_core::{
 };
 use netlink_sys::{Socket as SysSocket, SocketAddr};
 use std::io;
-use std::marker::PhantomData;
 
 /// Initial receive buffer; grown when the kernel sends a larger datagram.
 const RECV_BUF: usize = 32 * 1024;
@@ -26,8 +27,8 @@ const RECV_BUF: usize = 32 * 1024;
 /// How often a dump is repeated when the kernel flags it inconsistent.
 const DUMP_RETRIES: usize = 5;
 
-/// A blocking netlink socket speaking messages of type `M`.
-pub(crate) struct Socket<M> {
+/// A blocking netlink socket.
+pub(crate) struct Socket {
     /// `None` in capture mode: requests are recorded, nothing is sent.
     sys: Option<SysSocket>,
     seq: u32,
@@ -36,10 +37,9 @@ pub(crate) struct Socket<M> {
     /// Names the family in error texts ("route", "netfilter").
     what: &'static str,
     captured: Vec<Vec<u8>>,
-    _messages: PhantomData<fn() -> M>,
 }
 
-impl<M> std::fmt::Debug for Socket<M> {
+impl std::fmt::Debug for Socket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Socket")
             .field("what", &self.what)
@@ -194,11 +194,11 @@ fn decode<M: NetlinkDeserializable>(header: &NetlinkHeader, payload: &[u8]) -> R
         .map_err(|e| format!("decode netlink message type {}: {e}", header.message_type))
 }
 
-impl<M> Socket<M> {
+impl Socket {
     /// Opens a socket of netlink `protocol` (`netlink_sys::protocols::*`)
     /// in the calling thread's namespace, with extended ACKs and capped
     /// error echoes. `what` names it in error texts.
-    pub(crate) fn open(protocol: isize, what: &'static str) -> Result<Socket<M>, NetError> {
+    pub(crate) fn open(protocol: isize, what: &'static str) -> Result<Socket, NetError> {
         let sys_err =
             |step: &str, e: io::Error| NetError::io(format!("{step} {what} netlink socket"), e);
         let mut sys = SysSocket::new(protocol).map_err(|e| sys_err("open", e))?;
@@ -214,11 +214,11 @@ impl<M> Socket<M> {
     /// A socket that sends nothing: every request is recorded (see
     /// [`Socket::captured`]) and answered with an empty ACK or dump.
     /// For byte-level tests without root.
-    pub(crate) fn capture(what: &'static str) -> Socket<M> {
+    pub(crate) fn capture(what: &'static str) -> Socket {
         Socket::with(None, what)
     }
 
-    fn with(sys: Option<SysSocket>, what: &'static str) -> Socket<M> {
+    fn with(sys: Option<SysSocket>, what: &'static str) -> Socket {
         Socket {
             sys,
             seq: 0,
@@ -226,7 +226,6 @@ impl<M> Socket<M> {
             send: Vec::new(),
             what,
             captured: Vec::new(),
-            _messages: PhantomData,
         }
     }
 
@@ -308,11 +307,14 @@ impl<M> Socket<M> {
         self.send.extend_from_slice(request);
         self.exchange(op, false, &mut |h, p| each(h.message_type, p))
     }
-}
 
-impl<M: NetlinkSerializable + NetlinkDeserializable> Socket<M> {
     /// Encodes `msg` with `flags` (plus `NLM_F_REQUEST`) into `self.send`.
-    fn encode(&mut self, msg: &M, flags: u16, op: &str) -> Result<(), NetError> {
+    fn encode<M: NetlinkSerializable>(
+        &mut self,
+        msg: &M,
+        flags: u16,
+        op: &str,
+    ) -> Result<(), NetError> {
         let len = NLMSG_HDRLEN + msg.buffer_len();
         // The kernel's length field is u32; attributes over 64 KiB would
         // already have wrapped their u16 length inside the crate.
@@ -330,7 +332,12 @@ impl<M: NetlinkSerializable + NetlinkDeserializable> Socket<M> {
     /// A request answered by an ACK: create, set, delete. `flags` are
     /// added to `NLM_F_REQUEST | NLM_F_ACK` (e.g. `NLM_F_CREATE |
     /// NLM_F_EXCL`).
-    pub(crate) fn ack(&mut self, msg: &M, flags: u16, op: &str) -> Result<(), NetError> {
+    pub(crate) fn ack<M: NetlinkSerializable>(
+        &mut self,
+        msg: &M,
+        flags: u16,
+        op: &str,
+    ) -> Result<(), NetError> {
         self.encode(msg, NLM_F_ACK | flags, op)?;
         self.exchange(op, false, &mut |_, _| Ok(())).map(|_| ())
     }
@@ -339,7 +346,11 @@ impl<M: NetlinkSerializable + NetlinkDeserializable> Socket<M> {
     /// destination): its answer, `None` when the kernel sent none. Sent
     /// without `NLM_F_ACK`, as iproute2 does: the kernel answers with the
     /// object or an error, and an ACK would be one more datagram to read.
-    pub(crate) fn get(&mut self, msg: &M, op: &str) -> Result<Option<M>, NetError> {
+    pub(crate) fn get<M: NetlinkSerializable + NetlinkDeserializable>(
+        &mut self,
+        msg: &M,
+        op: &str,
+    ) -> Result<Option<M>, NetError> {
         self.encode(msg, 0, op)?;
         let mut first = None;
         self.exchange(op, true, &mut |h, p| {
@@ -354,7 +365,7 @@ impl<M: NetlinkSerializable + NetlinkDeserializable> Socket<M> {
     /// A dump: every answer that `keep` maps to `Some`. The request is
     /// built by `make` and sent again (up to 5 times) while the kernel flags
     /// the dump as interrupted; then the last answer is used.
-    pub(crate) fn dump<T>(
+    pub(crate) fn dump<M: NetlinkSerializable + NetlinkDeserializable, T>(
         &mut self,
         make: impl Fn() -> M,
         op: &str,

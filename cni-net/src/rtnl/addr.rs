@@ -2,10 +2,11 @@
 
 use super::{IpFamily, Link, Netlink, ok_if_missing};
 use crate::error::{NetError, libc_errno};
+use crate::nl::rtm::{RTM_DELADDR, RTM_GETADDR, RTM_NEWADDR, Rtm};
 use ipnetwork::IpNetwork;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_route::AddressFamily;
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
-use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::net::{IpAddr, Ipv4Addr};
 
 /// An address on a link.
@@ -113,7 +114,7 @@ pub(crate) fn addr_message(index: u32, addr: &IpNetwork, flags: AddressFlags) ->
 /// An address dump of `family` (all when `None`), of link `index` only
 /// when it is not 0: the socket checks requests strictly, so the kernel
 /// filters by index and sends only that link's addresses.
-pub(crate) fn dump_message(family: Option<IpFamily>, index: u32) -> RouteNetlinkMessage {
+pub(crate) fn dump_message(family: Option<IpFamily>, index: u32) -> Rtm<AddressMessage> {
     let mut m = AddressMessage::default();
     m.header.family = match family {
         None => AddressFamily::Unspec,
@@ -121,7 +122,7 @@ pub(crate) fn dump_message(family: Option<IpFamily>, index: u32) -> RouteNetlink
         Some(IpFamily::V6) => AddressFamily::Inet6,
     };
     m.header.index = index;
-    RouteNetlinkMessage::GetAddress(m)
+    Rtm(RTM_GETADDR, m)
 }
 
 impl Netlink {
@@ -138,7 +139,7 @@ impl Netlink {
     pub fn del_addr(&self, link: &Link, addr: IpNetwork) -> Result<(), NetError> {
         let m = addr_message(link.index, &addr, AddressFlags::empty());
         let r = self.route().ack(
-            &RouteNetlinkMessage::DelAddress(m),
+            &Rtm(RTM_DELADDR, m),
             0,
             &format!("delete address {addr} from {}", link.name),
         );
@@ -153,7 +154,7 @@ impl Netlink {
         flags: AddressFlags,
     ) -> Result<(), NetError> {
         self.route().ack(
-            &RouteNetlinkMessage::NewAddress(addr_message(link.index, &addr, flags)),
+            &Rtm(RTM_NEWADDR, addr_message(link.index, &addr, flags)),
             NLM_F_CREATE | NLM_F_EXCL,
             &format!("add address {addr} to {}", link.name),
         )
@@ -176,7 +177,7 @@ impl Netlink {
             || dump_message(family, index),
             "list addresses",
             |m| match m {
-                RouteNetlinkMessage::NewAddress(m) => Addr::from_message(m).filter(|a| {
+                Rtm(RTM_NEWADDR, m) => Addr::from_message(m).filter(|a| {
                     (index == 0 || a.index == index)
                         && family.is_none_or(|f| f == IpFamily::of(&a.address.ip()))
                 }),

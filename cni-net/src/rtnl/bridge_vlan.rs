@@ -16,11 +16,12 @@
 
 use super::{Link, Netlink};
 use crate::error::NetError;
+use crate::nl::rtm::{RTM_DELLINK, RTM_GETLINK, RTM_NEWLINK, RTM_SETLINK, Rtm};
+use netlink_packet_route::AddressFamily;
 use netlink_packet_route::link::{
     AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, LinkAttribute, LinkExtentMask,
     LinkMessage,
 };
-use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 /// One VLAN of a bridge port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,12 +60,12 @@ fn vlan_message(port_index: u32, vlan: PortVlan) -> LinkMessage {
 
 /// The dump behind [`Netlink::bridge_vlans`]: `AF_BRIDGE` links with
 /// `IFLA_EXT_MASK = RTEXT_FILTER_BRVLAN`.
-fn list_message() -> RouteNetlinkMessage {
+fn list_message() -> Rtm<LinkMessage> {
     let mut m = LinkMessage::default();
     m.header.interface_family = AddressFamily::Bridge;
     m.attributes
         .push(LinkAttribute::ExtMask(vec![LinkExtentMask::Brvlan]));
-    RouteNetlinkMessage::GetLink(m)
+    Rtm(RTM_GETLINK, m)
 }
 
 /// The port index and VLANs listed in one `AF_BRIDGE` link message.
@@ -92,7 +93,7 @@ impl Netlink {
     pub fn bridge_vlan_add(&self, port: &Link, vlan: PortVlan) -> Result<(), NetError> {
         log::debug!("bridge vlan add dev {} {vlan:?}", port.name);
         self.route().ack(
-            &RouteNetlinkMessage::SetLink(vlan_message(port.index, vlan)),
+            &Rtm(RTM_SETLINK, vlan_message(port.index, vlan)),
             0,
             &format!("add vlan {} to {}", vlan.vid, port.name),
         )
@@ -107,7 +108,7 @@ impl Netlink {
             untagged: false,
         };
         self.route().ack(
-            &RouteNetlinkMessage::DelLink(vlan_message(port.index, vlan)),
+            &Rtm(RTM_DELLINK, vlan_message(port.index, vlan)),
             0,
             &format!("delete vlan {vid} from {}", port.name),
         )
@@ -118,7 +119,7 @@ impl Netlink {
         let lists = self
             .route()
             .dump(list_message, "list bridge vlans", |m| match m {
-                RouteNetlinkMessage::NewLink(m) => {
+                Rtm(RTM_NEWLINK, m) => {
                     let (index, vlans) = vlans_of(&m);
                     (index == port.index).then_some(vlans)
                 }
@@ -241,9 +242,10 @@ mod tests {
         let len = b.len() as u32;
         b[0..4].copy_from_slice(&len.to_ne_bytes());
         let msg =
-            netlink_packet_core::NetlinkMessage::<RouteNetlinkMessage>::deserialize(&b).unwrap();
-        let netlink_packet_core::NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(m)) =
-            msg.payload
+            netlink_packet_core::NetlinkMessage::<netlink_packet_route::RouteNetlinkMessage>::deserialize(&b).unwrap();
+        let netlink_packet_core::NetlinkPayload::InnerMessage(
+            netlink_packet_route::RouteNetlinkMessage::NewLink(m),
+        ) = msg.payload
         else {
             panic!("not a link message");
         };

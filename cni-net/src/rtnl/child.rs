@@ -7,8 +7,8 @@ use super::link::get_message;
 use super::{Mac, Netlink, format_hw};
 use crate::error::{NetError, libc_errno};
 use crate::netns::NetNs;
+use crate::nl::rtm::{RTM_NEWLINK, RTM_SETLINK, Rtm};
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
-use netlink_packet_route::RouteNetlinkMessage;
 use netlink_packet_route::link::{
     InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVlan, IpVlanFlags, IpVlanMode as NlIpvlan,
     LinkAttribute, LinkInfo, LinkMessage, MacVlanMode as NlMacvlan,
@@ -269,7 +269,7 @@ fn link_info(kind: ChildKind) -> Vec<LinkInfo> {
 /// (sent with `NLM_F_CREATE | NLM_F_EXCL`: without EXCL an older kernel
 /// that finds the name in the caller's namespace modifies that link).
 /// `IFLA_TXQLEN` is never sent (0 would zero the queue).
-pub(crate) fn child_message(o: &ChildOpts<'_>) -> RouteNetlinkMessage {
+pub(crate) fn child_message(o: &ChildOpts<'_>) -> Rtm<LinkMessage> {
     let mut m = LinkMessage::default();
     m.attributes.push(LinkAttribute::IfName(o.name.to_string()));
     if let Some(master) = o.master {
@@ -287,15 +287,15 @@ pub(crate) fn child_message(o: &ChildOpts<'_>) -> RouteNetlinkMessage {
     }
     m.attributes
         .push(LinkAttribute::LinkInfo(link_info(o.kind)));
-    RouteNetlinkMessage::NewLink(m)
+    Rtm(RTM_NEWLINK, m)
 }
 
 /// `RTM_SETLINK` of one link with `attrs`.
-fn set_message(index: u32, attrs: Vec<LinkAttribute>) -> RouteNetlinkMessage {
+fn set_message(index: u32, attrs: Vec<LinkAttribute>) -> Rtm<LinkMessage> {
     let mut m = LinkMessage::default();
     m.header.index = index;
     m.attributes = attrs;
-    RouteNetlinkMessage::SetLink(m)
+    Rtm(RTM_SETLINK, m)
 }
 
 impl Netlink {
@@ -367,7 +367,7 @@ impl Netlink {
             .route()
             .get(&get_message(index, None), &format!("get link {index}"))
         {
-            Ok(Some(RouteNetlinkMessage::NewLink(m))) => Ok(Some(LinkExtras::from_message(m))),
+            Ok(Some(Rtm(RTM_NEWLINK, m))) => Ok(Some(LinkExtras::from_message(m))),
             Ok(_) => Ok(None),
             Err(e) if e.raw_errno() == Some(libc_errno::ENODEV) => Ok(None),
             Err(e) => Err(e),

@@ -5,12 +5,13 @@ use super::{MAX_IFNAME_LEN, Mac, Netlink, format_hw, ok_if_missing};
 use crate::error::{NetError, libc_errno};
 use crate::netns::NetNs;
 use crate::nl::gaps;
+use crate::nl::rtm::{RTM_DELLINK, RTM_GETLINK, RTM_NEWLINK, RTM_SETLINK, Rtm};
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_route::AddressFamily;
 use netlink_packet_route::link::{
     InfoBridge, InfoBridgePort, InfoData, InfoKind, InfoPortData, InfoVeth, LinkAttribute,
     LinkFlags, LinkInfo, LinkMessage,
 };
-use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::os::fd::AsRawFd;
 
 /// A network interface as the kernel reports it.
@@ -157,13 +158,13 @@ pub struct VethOpts<'a> {
 // ---- request builders (pure) ----
 
 /// `ip link show <name>` / `<index>`.
-pub(crate) fn get_message(index: u32, name: Option<&str>) -> RouteNetlinkMessage {
+pub(crate) fn get_message(index: u32, name: Option<&str>) -> Rtm<LinkMessage> {
     let mut m = LinkMessage::default();
     m.header.index = index;
     if let Some(n) = name {
         m.attributes.push(LinkAttribute::IfName(n.to_string()));
     }
-    RouteNetlinkMessage::GetLink(m)
+    Rtm(RTM_GETLINK, m)
 }
 
 /// A link message for `index` with header `flags` selected by `change`.
@@ -176,10 +177,10 @@ pub(crate) fn link_message(index: u32, flags: LinkFlags, change: LinkFlags) -> L
 }
 
 /// `RTM_SETLINK` of one attribute (flags untouched).
-fn set_attr_message(index: u32, attr: LinkAttribute) -> RouteNetlinkMessage {
+fn set_attr_message(index: u32, attr: LinkAttribute) -> Rtm<LinkMessage> {
     let mut m = link_message(index, LinkFlags::empty(), LinkFlags::empty());
     m.attributes.push(attr);
-    RouteNetlinkMessage::SetLink(m)
+    Rtm(RTM_SETLINK, m)
 }
 
 fn up_flags(up: bool, promisc: bool) -> LinkFlags {
@@ -194,7 +195,7 @@ fn up_flags(up: bool, promisc: bool) -> LinkFlags {
 }
 
 /// `ip link add <name> type bridge [mtu] [address] [vlan_filtering] [promisc] [up]`.
-pub(crate) fn bridge_message(opts: &BridgeOpts<'_>) -> RouteNetlinkMessage {
+pub(crate) fn bridge_message(opts: &BridgeOpts<'_>) -> Rtm<LinkMessage> {
     let flags = up_flags(opts.up, opts.promisc);
     let mut m = link_message(0, flags, flags);
     m.attributes
@@ -212,14 +213,14 @@ pub(crate) fn bridge_message(opts: &BridgeOpts<'_>) -> RouteNetlinkMessage {
         ])));
     }
     m.attributes.push(LinkAttribute::LinkInfo(info));
-    RouteNetlinkMessage::NewLink(m)
+    Rtm(RTM_NEWLINK, m)
 }
 
 /// `ip link add <name> … type veth peer name <peer> [netns <fd>] …`, in one
 /// request: the peer is a whole link message inside `VETH_INFO_PEER`, and
 /// its namespace fd belongs there (on the outer message it would move the
 /// local end instead).
-pub(crate) fn veth_message(opts: &VethOpts<'_>) -> RouteNetlinkMessage {
+pub(crate) fn veth_message(opts: &VethOpts<'_>) -> Rtm<LinkMessage> {
     let flags = up_flags(opts.up, false);
     let mut m = link_message(0, flags, flags);
     m.attributes
@@ -249,26 +250,26 @@ pub(crate) fn veth_message(opts: &VethOpts<'_>) -> RouteNetlinkMessage {
         LinkInfo::Kind(InfoKind::Veth),
         LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(peer))),
     ]));
-    RouteNetlinkMessage::NewLink(m)
+    Rtm(RTM_NEWLINK, m)
 }
 
 /// `bridge link set dev <port> hairpin|isolated on|off`, as Go's netlink
 /// and iproute2 send it: `AF_BRIDGE` and a nested `IFLA_PROTINFO`.
-pub(crate) fn bridge_port_message(index: u32, flag: u16, on: bool) -> RouteNetlinkMessage {
+pub(crate) fn bridge_port_message(index: u32, flag: u16, on: bool) -> Rtm<LinkMessage> {
     let mut m = LinkMessage::default();
     m.header.index = index;
     m.header.interface_family = AddressFamily::Bridge;
     m.attributes.push(LinkAttribute::ProtoInfoBridge(vec![
         gaps::bridge_port_flag(flag, on),
     ]));
-    RouteNetlinkMessage::SetLink(m)
+    Rtm(RTM_SETLINK, m)
 }
 
 /// `ip link del`.
-pub(crate) fn del_message(index: u32) -> RouteNetlinkMessage {
+pub(crate) fn del_message(index: u32) -> Rtm<LinkMessage> {
     let mut m = LinkMessage::default();
     m.header.index = index;
-    RouteNetlinkMessage::DelLink(m)
+    Rtm(RTM_DELLINK, m)
 }
 
 impl Netlink {
@@ -287,9 +288,9 @@ impl Netlink {
         self.one_link(get_message(index, None), &format!("get link {index}"))
     }
 
-    fn one_link(&self, req: RouteNetlinkMessage, op: &str) -> Result<Option<Link>, NetError> {
+    fn one_link(&self, req: Rtm<LinkMessage>, op: &str) -> Result<Option<Link>, NetError> {
         match self.route().get(&req, op) {
-            Ok(Some(RouteNetlinkMessage::NewLink(m))) => Ok(Some(Link::from_message(m))),
+            Ok(Some(Rtm(RTM_NEWLINK, m))) => Ok(Some(Link::from_message(m))),
             Ok(_) => Ok(None),
             Err(e) if e.raw_errno() == Some(libc_errno::ENODEV) => Ok(None),
             Err(e) => Err(e),
@@ -299,10 +300,10 @@ impl Netlink {
     /// Every link in the namespace.
     pub fn links(&self) -> Result<Vec<Link>, NetError> {
         self.route().dump(
-            || RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            || Rtm(RTM_GETLINK, LinkMessage::default()),
             "list links",
             |m| match m {
-                RouteNetlinkMessage::NewLink(m) => Some(Link::from_message(m)),
+                Rtm(RTM_NEWLINK, m) => Some(Link::from_message(m)),
                 _ => None,
             },
         )
@@ -376,14 +377,14 @@ impl Netlink {
     pub fn set_up(&self, link: &Link) -> Result<(), NetError> {
         let m = link_message(link.index, LinkFlags::Up, LinkFlags::Up);
         let op = format!("set {} up", link.name);
-        self.route().ack(&RouteNetlinkMessage::SetLink(m), 0, &op)
+        self.route().ack(&Rtm(RTM_SETLINK, m), 0, &op)
     }
 
     /// Sets a link down.
     pub fn set_down(&self, link: &Link) -> Result<(), NetError> {
         let m = link_message(link.index, LinkFlags::empty(), LinkFlags::Up);
         let op = format!("set {} down", link.name);
-        self.route().ack(&RouteNetlinkMessage::SetLink(m), 0, &op)
+        self.route().ack(&Rtm(RTM_SETLINK, m), 0, &op)
     }
 
     /// Sets a link's MTU.
@@ -415,7 +416,7 @@ impl Netlink {
         let flags = up_flags(false, on);
         let m = link_message(link.index, flags, LinkFlags::Promisc);
         self.route().ack(
-            &RouteNetlinkMessage::SetLink(m),
+            &Rtm(RTM_SETLINK, m),
             0,
             &format!(
                 "set promisc {} on {}",
@@ -435,7 +436,7 @@ impl Netlink {
         let m = link_message(link.index, flags, LinkFlags::Allmulti);
         let state = if on { "on" } else { "off" };
         self.route().ack(
-            &RouteNetlinkMessage::SetLink(m),
+            &Rtm(RTM_SETLINK, m),
             0,
             &format!("set allmulticast {state} on {}", link.name),
         )

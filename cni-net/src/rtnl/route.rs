@@ -2,13 +2,14 @@
 
 use super::{IpFamily, Netlink, TABLE_MAIN, ok_if_missing, scope};
 use crate::error::{NetError, libc_errno};
+use crate::nl::rtm::{RTM_DELROUTE, RTM_GETROUTE, RTM_NEWROUTE, Rtm};
 use ipnetwork::IpNetwork;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
+use netlink_packet_route::AddressFamily;
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric,
     RouteProtocol, RouteScope, RouteType, RouteVia,
 };
-use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -274,14 +275,14 @@ impl fmt::Display for Route {
 
 /// Dump of the routes of one family in `table`: with strict checking the
 /// kernel sends only that table's routes (`RTA_TABLE` is the filter).
-pub(crate) fn dump_message(family: IpFamily, table: u32) -> RouteNetlinkMessage {
+pub(crate) fn dump_message(family: IpFamily, table: u32) -> Rtm<RouteMessage> {
     let mut m = RouteMessage::default();
     m.header.address_family = match family {
         IpFamily::V4 => AddressFamily::Inet,
         IpFamily::V6 => AddressFamily::Inet6,
     };
     m.attributes.push(RouteAttribute::Table(table));
-    RouteNetlinkMessage::GetRoute(m)
+    Rtm(RTM_GETROUTE, m)
 }
 
 impl Netlink {
@@ -289,7 +290,7 @@ impl Netlink {
 
     /// Adds a route; an identical one already present is an EEXIST error.
     pub fn add_route(&self, route: &Route) -> Result<(), NetError> {
-        let m = RouteNetlinkMessage::NewRoute(route.to_message(false)?);
+        let m = Rtm(RTM_NEWROUTE, route.to_message(false)?);
         log::debug!("add route {route}");
         self.route()
             .ack(&m, NLM_F_CREATE | NLM_F_EXCL, &format!("add route {route}"))
@@ -298,7 +299,7 @@ impl Netlink {
     /// Adds a route or replaces the one with the same destination, table,
     /// metric (and, for IPv6, next hop): `ip route replace`.
     pub fn replace_route(&self, route: &Route) -> Result<(), NetError> {
-        let m = RouteNetlinkMessage::NewRoute(route.to_message(false)?);
+        let m = Rtm(RTM_NEWROUTE, route.to_message(false)?);
         log::debug!("replace route {route}");
         self.route().ack(
             &m,
@@ -317,11 +318,11 @@ impl Netlink {
                     IpFamily::V4 => AddressFamily::Inet,
                     IpFamily::V6 => AddressFamily::Inet6,
                 };
-                RouteNetlinkMessage::GetRoute(m)
+                Rtm(RTM_GETROUTE, m)
             },
             "list routes",
             |m| match m {
-                RouteNetlinkMessage::NewRoute(m) => Route::from_message(m),
+                Rtm(RTM_NEWROUTE, m) => Route::from_message(m),
                 _ => None,
             },
         )
@@ -340,13 +341,11 @@ impl Netlink {
                     IpFamily::V6 => AddressFamily::Inet6,
                 };
                 m.attributes.push(RouteAttribute::Oif(index));
-                RouteNetlinkMessage::GetRoute(m)
+                Rtm(RTM_GETROUTE, m)
             },
             "list routes",
             |m| match m {
-                RouteNetlinkMessage::NewRoute(m) => {
-                    Route::from_message(m).filter(|r| r.oif == Some(index))
-                }
+                Rtm(RTM_NEWROUTE, m) => Route::from_message(m).filter(|r| r.oif == Some(index)),
                 _ => None,
             },
         )
@@ -355,7 +354,7 @@ impl Netlink {
     /// Deletes the first route matching `route` (unset fields match any);
     /// no match is not an error.
     pub fn del_route(&self, route: &Route) -> Result<(), NetError> {
-        let m = RouteNetlinkMessage::DelRoute(route.to_message(true)?);
+        let m = Rtm(RTM_DELROUTE, route.to_message(true)?);
         let r = self.route().ack(&m, 0, &format!("delete route {route}"));
         ok_if_missing(r, &[libc_errno::ESRCH, libc_errno::ENOENT])
     }
@@ -369,9 +368,7 @@ impl Netlink {
             "list routes",
             |m| match m {
                 // The table check stays for kernels that ignore the filter.
-                RouteNetlinkMessage::NewRoute(m) => {
-                    Route::from_message(m).filter(|r| r.table == Some(table))
-                }
+                Rtm(RTM_NEWROUTE, m) => Route::from_message(m).filter(|r| r.table == Some(table)),
                 _ => None,
             },
         );
@@ -394,8 +391,8 @@ impl Netlink {
         m.attributes
             .push(RouteAttribute::Destination(route_address(dst)));
         let op = format!("route get {dst}");
-        match self.route().get(&RouteNetlinkMessage::GetRoute(m), &op) {
-            Ok(Some(RouteNetlinkMessage::NewRoute(m))) => Ok(Route::from_message(m)),
+        match self.route().get(&Rtm(RTM_GETROUTE, m), &op) {
+            Ok(Some(Rtm(RTM_NEWROUTE, m))) => Ok(Route::from_message(m)),
             Ok(_) => Ok(None),
             // No route at all (ENETUNREACH, EHOSTUNREACH ...) is an answer.
             Err(e) if e.raw_errno().is_some() => {

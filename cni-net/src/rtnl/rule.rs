@@ -2,10 +2,11 @@
 
 use super::{IpFamily, Netlink, ok_if_missing};
 use crate::error::{NetError, libc_errno};
+use crate::nl::rtm::{RTM_DELRULE, RTM_GETRULE, RTM_NEWRULE, Rtm};
 use ipnetwork::IpNetwork;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_route::AddressFamily;
 use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
-use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::fmt;
 
 /// A rule "from `src` lookup `table`". Only what the meta plugins use is
@@ -116,7 +117,7 @@ impl Netlink {
 
     /// Adds a rule; an identical one already present is an EEXIST error.
     pub fn add_rule(&self, rule: &Rule) -> Result<(), NetError> {
-        let m = RouteNetlinkMessage::NewRule(rule.to_message());
+        let m = Rtm(RTM_NEWRULE, rule.to_message());
         self.route()
             .ack(&m, NLM_F_CREATE | NLM_F_EXCL, &format!("add rule {rule}"))
     }
@@ -124,7 +125,7 @@ impl Netlink {
     /// Deletes the rule matching `rule` (its priority only if given); no
     /// such rule is not an error.
     pub fn del_rule(&self, rule: &Rule) -> Result<(), NetError> {
-        let m = RouteNetlinkMessage::DelRule(rule.to_message());
+        let m = Rtm(RTM_DELRULE, rule.to_message());
         let r = self.route().ack(&m, 0, &format!("delete rule {rule}"));
         ok_if_missing(r, &[libc_errno::ENOENT, libc_errno::ESRCH])
     }
@@ -135,11 +136,11 @@ impl Netlink {
             || {
                 let mut m = RuleMessage::default();
                 m.header.family = family_of(family);
-                RouteNetlinkMessage::GetRule(m)
+                Rtm(RTM_GETRULE, m)
             },
             "list rules",
             |m| match m {
-                RouteNetlinkMessage::NewRule(m) => Rule::from_message(m),
+                Rtm(RTM_NEWRULE, m) => Rule::from_message(m),
                 _ => None,
             },
         )

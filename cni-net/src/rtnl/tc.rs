@@ -7,8 +7,11 @@
 use super::{Link, Netlink, ok_if_missing};
 use crate::error::NetError;
 use crate::nl::gaps::{self, TbfQopt};
+use crate::nl::rtm::{
+    RTM_DELQDISC, RTM_GETLINK, RTM_GETQDISC, RTM_GETTFILTER, RTM_NEWLINK, RTM_NEWQDISC,
+    RTM_NEWTFILTER, RTM_SETLINK, Rtm,
+};
 use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_EXCL, NlasIterator};
-use netlink_packet_route::RouteNetlinkMessage as Msg;
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use netlink_packet_route::tc::{
     TcAction, TcActionAttribute, TcActionGeneric, TcActionMirrorOption, TcActionOption,
@@ -278,10 +281,10 @@ impl Netlink {
             }
         }
         self.route()
-            .ack(&Msg::NewLink(msg), NLM_F_CREATE | NLM_F_EXCL, &op)?;
+            .ack(&Rtm(RTM_NEWLINK, msg), NLM_F_CREATE | NLM_F_EXCL, &op)?;
         if alias.is_some() {
             self.route()
-                .ack(&Msg::SetLink(set), 0, &format!("label ifb {name}"))?;
+                .ack(&Rtm(RTM_SETLINK, set), 0, &format!("label ifb {name}"))?;
         }
         self.must_link(name)
     }
@@ -289,10 +292,12 @@ impl Netlink {
     /// The ifb devices of this namespace.
     pub fn ifbs(&self) -> Result<Vec<Ifb>, NetError> {
         self.route().dump(
-            || Msg::GetLink(LinkMessage::default()),
+            || Rtm(RTM_GETLINK, LinkMessage::default()),
             "list links",
             |m| {
-                let Msg::NewLink(l) = m else { return None };
+                let Rtm(RTM_NEWLINK, l) = m else {
+                    return None;
+                };
                 let mut out = Ifb {
                     index: l.header.index,
                     name: String::new(),
@@ -326,7 +331,7 @@ impl Netlink {
             TcAttribute::Options(tbf_options(tbf)),
         ];
         self.route().ack(
-            &Msg::NewQueueDiscipline(msg),
+            &Rtm(RTM_NEWQDISC, msg),
             NLM_F_CREATE | NLM_F_EXCL,
             &format!("add tbf qdisc to {}", link.name),
         )
@@ -337,7 +342,7 @@ impl Netlink {
         let mut msg = qdisc_msg(link, HANDLE_INGRESS, HANDLE_INGRESS_QDISC)?;
         msg.attributes = vec![TcAttribute::Kind("ingress".into())];
         self.route().ack(
-            &Msg::NewQueueDiscipline(msg),
+            &Rtm(RTM_NEWQDISC, msg),
             NLM_F_CREATE | NLM_F_EXCL,
             &format!("add ingress qdisc to {}", link.name),
         )
@@ -348,7 +353,7 @@ impl Netlink {
     pub fn add_redirect_filter(&self, from: &Link, to: &Link) -> Result<(), NetError> {
         let msg = redirect_filter_msg(from, to.index)?;
         self.route().ack(
-            &Msg::NewTrafficFilter(msg),
+            &Rtm(RTM_NEWTFILTER, msg),
             NLM_F_CREATE | NLM_F_EXCL,
             &format!("add filter redirecting {} to {}", from.name, to.name),
         )
@@ -358,10 +363,10 @@ impl Netlink {
     pub fn qdiscs(&self, link: &Link) -> Result<Vec<Qdisc>, NetError> {
         let index = index_i32(link)?;
         self.route().dump(
-            || Msg::GetQueueDiscipline(TcMessage::with_index(index)),
+            || Rtm(RTM_GETQDISC, TcMessage::with_index(index)),
             &format!("list qdiscs of {}", link.name),
             |m| match m {
-                Msg::NewQueueDiscipline(q) if q.header.index == index => Some(parse_qdisc(q)),
+                Rtm(RTM_NEWQDISC, q) if q.header.index == index => Some(parse_qdisc(q)),
                 _ => None,
             },
         )
@@ -373,10 +378,10 @@ impl Netlink {
         req.header.info = 0;
         let index = req.header.index;
         self.route().dump(
-            || Msg::GetTrafficFilter(req.clone()),
+            || Rtm(RTM_GETTFILTER, req.clone()),
             &format!("list filters of {}", link.name),
             |m| match m {
-                Msg::NewTrafficFilter(f) if f.header.index == index => Some(parse_filter(f)),
+                Rtm(RTM_NEWTFILTER, f) if f.header.index == index => Some(parse_filter(f)),
                 _ => None,
             },
         )
@@ -387,7 +392,7 @@ impl Netlink {
         let msg = qdisc_msg(link, HANDLE_ROOT, 0)?;
         ok_if_missing(
             self.route().ack(
-                &Msg::DelQueueDiscipline(msg),
+                &Rtm(RTM_DELQDISC, msg),
                 0,
                 &format!("delete root qdisc of {}", link.name),
             ),
@@ -401,7 +406,7 @@ impl Netlink {
         let msg = qdisc_msg(link, HANDLE_INGRESS, HANDLE_INGRESS_QDISC)?;
         ok_if_missing(
             self.route().ack(
-                &Msg::DelQueueDiscipline(msg),
+                &Rtm(RTM_DELQDISC, msg),
                 0,
                 &format!("delete ingress qdisc of {}", link.name),
             ),

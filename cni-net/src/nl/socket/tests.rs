@@ -2,8 +2,8 @@
 //! capture mode. (The kernel exchanges are tested by the facade's tests.)
 
 use super::*;
+use crate::nl::rtm::{RTM_GETLINK, RTM_NEWLINK, RTM_SETLINK, Rtm};
 use netlink_packet_core::{NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_MULTIPART};
-use netlink_packet_route::RouteNetlinkMessage;
 use netlink_packet_route::link::{LinkAttribute, LinkMessage};
 
 /// One netlink message: header with `kind`, `flags`, `seq`, port 0, then `payload`.
@@ -191,23 +191,18 @@ fn a_bad_answer_is_reported_after_draining() {
 
 #[test]
 fn capture_mode_records_requests() {
-    let mut s: Socket<RouteNetlinkMessage> = Socket::capture("route");
+    let mut s = Socket::capture("route");
     let mut m = LinkMessage::default();
     m.header.index = 3;
     m.attributes.push(LinkAttribute::Mtu(1400));
-    s.ack(&RouteNetlinkMessage::SetLink(m), 0, "set mtu")
-        .unwrap();
+    s.ack(&Rtm(RTM_SETLINK, m), 0, "set mtu").unwrap();
     assert_eq!(
-        s.get(&RouteNetlinkMessage::GetLink(LinkMessage::default()), "get")
+        s.get(&Rtm(RTM_GETLINK, LinkMessage::default()), "get")
             .unwrap(),
         None
     );
     let dumped = s
-        .dump(
-            || RouteNetlinkMessage::GetLink(LinkMessage::default()),
-            "dump",
-            Some,
-        )
+        .dump(|| Rtm(RTM_GETLINK, LinkMessage::default()), "dump", Some)
         .unwrap();
     assert!(dumped.is_empty());
     let c = s.captured();
@@ -233,7 +228,7 @@ fn decoded_answers_reach_the_caller() {
     let mut m = LinkMessage::default();
     m.header.index = 5;
     m.attributes.push(LinkAttribute::IfName("eth0".into()));
-    let msg = RouteNetlinkMessage::NewLink(m.clone());
+    let msg = Rtm(RTM_NEWLINK, m.clone());
     let mut body = vec![0u8; msg.buffer_len()];
     msg.serialize(&mut body);
     let mut d = nlmsg(16, 0, 7, &body);
@@ -241,9 +236,9 @@ fn decoded_answers_reach_the_caller() {
     let mut got = Vec::new();
     let mut ex = Exchange::new(7);
     let r = ex.feed(&d, &mut |h, p| {
-        got.push(decode::<RouteNetlinkMessage>(h, p)?);
+        got.push(decode::<Rtm<LinkMessage>>(h, p)?);
         Ok(())
     });
     assert_eq!(r, Ok(Some(Outcome::Done)));
-    assert_eq!(got, vec![RouteNetlinkMessage::NewLink(m)]);
+    assert_eq!(got, vec![Rtm(RTM_NEWLINK, m)]);
 }
