@@ -2,7 +2,9 @@
 //! over the reference's net/rpc protocol, with a real DHCP server (dnsmasq,
 //! see `rcni_tests::dhcp_util`): our plugin with the Go reference's daemon
 //! (`/usr/lib/cni/dhcp daemon`, Debian 1.1.1), as a node has it when
-//! `/opt/cni/bin` was replaced while the Go daemon kept running; and the
+//! `/opt/cni/bin` was replaced while the Go daemon kept running; the Go
+//! plugin and ours sharing our daemon; a lease taken through the Go daemon
+//! found again through ours (same client id) after the switch; and the
 //! plugin's behaviour when no daemon runs at all.
 
 #![cfg(test)]
@@ -60,6 +62,28 @@ fn go_daemon(lan: &Lan) -> (DaemonProc, PathBuf) {
         &[],
     );
     (d, socket)
+}
+
+/// Our daemon on `socket`, with short DHCP timeouts.
+fn our_daemon(lan: &Lan, socket: &Path) -> DaemonProc {
+    DaemonProc::start(
+        &bin("dhcp"),
+        socket,
+        &lan.dir.join("our-daemon.log"),
+        &[
+            "-timeout",
+            "5s",
+            "-resendmax",
+            "8s",
+            "-resendtimeout",
+            "30s",
+        ],
+    )
+}
+
+/// Puts the leased address on net1, as the main plugin would.
+fn configure(c: &Netns, addr: &str) {
+    c.exec_ok("ip", &["addr", "add", addr, "dev", "net1"]);
 }
 
 fn address(result: &Value) -> String {
@@ -275,4 +299,83 @@ fn config_errors_as_the_reference() {
             "{cmd}: {e}"
         );
     }
+}
+
+#[test]
+fn go_and_our_plugin_share_our_daemon() {
+    if skip("go_and_our_plugin_share_our_daemon") {
+        return;
+    }
+    let lan = Lan::new(TAG, "10.132.5", &[]);
+    let socket = lan.dir.join("dhcp.sock");
+    let _daemon = our_daemon(&lan, &socket);
+    let (ours, go) = (bin("dhcp"), go_bin("dhcp").unwrap());
+    let conf = conf("1.0.0", &socket);
+    let (c1, c2) = (lan.container(TAG), lan.container(TAG));
+
+    let r = call(&ours, "ADD", "dhcprpc-o1", &c1, &conf).ok();
+    let mut g = call(&go, "ADD", "dhcprpc-g1", &c2, &conf).ok();
+    let (ip_ours, ip_go) = (address(&r), address(&g));
+    assert_ne!(ip_ours, ip_go);
+    // The same lease shape through either plugin (the Go library prints
+    // an empty "dns").
+    assert_eq!(g.as_object_mut().unwrap().remove("dns"), Some(json!({})));
+    g["ips"][0]["address"] = json!(ip_ours);
+    assert_eq!(g, r);
+    assert_eq!(r["ips"][0]["gateway"], "10.132.5.1", "{r}");
+    let id = client_id_hex("dhcprpc-g1", NET, "net1");
+    wait_for("the Go plugin's lease in the lease file", || {
+        lan.leases().contains(&id)
+    });
+
+    // Each plugin CHECKs and DELs the other's attachment (the address on
+    // the link first, as the main plugin puts it: our daemon releases from
+    // the leased address).
+    call(&go, "CHECK", "dhcprpc-o1", &c1, &conf).ok();
+    call(&ours, "CHECK", "dhcprpc-g1", &c2, &conf).ok();
+    configure(&c1, &ip_ours);
+    configure(&c2, &ip_go);
+    call(&ours, "DEL", "dhcprpc-g1", &c2, &conf).ok();
+    call(&go, "DEL", "dhcprpc-o1", &c1, &conf).ok();
+    for ip in [&ip_ours, &ip_go] {
+        let ip = ip.split('/').next().unwrap().to_string();
+        wait_for("the released lease to leave the lease file", || {
+            !lan.leases().contains(&format!(" {ip} "))
+        });
+    }
+}
+
+#[test]
+fn lease_survives_switch_from_go_daemon_to_ours() {
+    if skip("lease_survives_switch_from_go_daemon_to_ours") {
+        return;
+    }
+    let lan = Lan::new(TAG, "10.132.6", &[]);
+    let ours = bin("dhcp");
+    let (mut go_daemon, socket) = go_daemon(&lan);
+    let conf = conf("1.0.0", &socket);
+    let c = lan.container(TAG);
+    let before = address(&call(&ours, "ADD", "dhcprpc-sw", &c, &conf).ok());
+
+    // The node switches daemons on the same socket path: the Go daemon
+    // stops (1.1.1 leaves its socket file behind) and ours starts there.
+    go_daemon.proc.0.kill().unwrap();
+    go_daemon.proc.0.wait().unwrap();
+    assert!(socket.exists());
+    let daemon = our_daemon(&lan, &socket);
+    // Our daemon never saw the lease. CHECK, like ADD, is an Allocate: it
+    // acquires one, and gets the same address: the server keys the lease
+    // on the client id, which both daemons build alike.
+    call(&ours, "CHECK", "dhcprpc-sw", &c, &conf).ok();
+    let after = address(&call(&ours, "ADD", "dhcprpc-sw", &c, &conf).ok());
+    assert_eq!(after, before);
+    let leases = lan.leases();
+    assert_eq!(leases.lines().count(), 1, "{leases}");
+    configure(&c, &after);
+    call(&ours, "DEL", "dhcprpc-sw", &c, &conf).ok();
+    let ip = after.split('/').next().unwrap().to_string();
+    wait_for("the lease to leave the lease file", || {
+        !lan.leases().contains(&format!(" {ip} "))
+    });
+    drop(daemon);
 }

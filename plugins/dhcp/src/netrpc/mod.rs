@@ -12,10 +12,6 @@
 //! (`DHCP.Allocate`, `DHCP.Release`, `DHCP.GC`) and the per-connection
 //! server loop the daemon runs ([`serve_conn`]).
 
-// The server half (serve_conn, Service, the reply schemas) is the daemon's
-// to call; until daemon/mod.rs does, it is used by the tests only.
-#![allow(dead_code)]
-
 pub mod gob;
 mod wire;
 

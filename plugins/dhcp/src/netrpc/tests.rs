@@ -570,3 +570,44 @@ fn client_refuses_huge_replies() {
     let e = client.call(ALLOCATE, &captured_args()).unwrap_err();
     assert!(e.to_string().contains("invalid message length"), "{e}");
 }
+
+/// Newer Go plugins send `NetnsOverride` (a string: CNI_NETNS_OVERRIDE as
+/// given) between `Path` and `StdinData`; it is read as the skel reads it.
+#[test]
+fn reads_newer_go_cmd_args() {
+    use gob::{Kind, Ty, TypeDef};
+    static HEAD_CMD_ARGS: TypeDef = TypeDef {
+        id: 66,
+        name: "CmdArgs",
+        kind: Kind::Struct(&[
+            ("ContainerID", Ty::String),
+            ("Netns", Ty::String),
+            ("IfName", Ty::String),
+            ("Args", Ty::String),
+            ("Path", Ty::String),
+            ("NetnsOverride", Ty::String),
+            ("StdinData", Ty::Bytes),
+        ]),
+    };
+    for (value, want) in [
+        ("1", true),
+        ("true", true),
+        ("TRUE", true),
+        ("0", false),
+        ("", false),
+    ] {
+        let mut v = wire::cmd_args_to_value(&captured_args());
+        if let gob::Value::Struct(fields) = &mut v {
+            fields.push(("NetnsOverride".into(), gob::Value::String(value.into())));
+        }
+        let mut out = Vec::new();
+        gob::Encoder::new()
+            .encode(&mut out, &HEAD_CMD_ARGS, &v)
+            .unwrap();
+        let got =
+            wire::cmd_args_from_value(&gob::Decoder::new().read_value(&mut &out[..]).unwrap())
+                .unwrap();
+        assert_eq!(got.netns_override, want, "{value:?}");
+        assert_eq!(got.stdin_data, captured_args().stdin_data);
+    }
+}
