@@ -91,6 +91,30 @@ pub fn nft_rules(
 /// A rule as [`nft_rules`] reads it.
 pub use cni_net::nf_tables::RuleSummary;
 
+/// Deletes the rules `handles` (chain, handle as [`nft_rules`] read it) of
+/// `table` over netlink, in one transaction, without running a tool. True
+/// when they are gone; false (nothing deleted) unless iptables is the
+/// nf_tables variant and every rule was still there.
+pub fn nft_delete(family: Family, table: &str, handles: &[(&str, u64)]) -> bool {
+    if !is_nft_variant(family) {
+        return false;
+    }
+    let fam = match family {
+        Family::V4 => cni_net::IpFamily::V4,
+        Family::V6 => cni_net::IpFamily::V6,
+    };
+    match cni_net::nf_tables::NfTables::open(fam).and_then(|mut t| t.delete_rules(table, handles)) {
+        Ok(()) => true,
+        Err(e) => {
+            log::debug!(
+                "deleting {} rules of {table} over netlink: {e}",
+                handles.len()
+            );
+            false
+        }
+    }
+}
+
 /// Whether `chain` exists in `table`, asked over netlink; `None` unless
 /// iptables is the nf_tables variant and the query worked.
 pub fn nft_chain_exists(family: Family, table: &str, chain: &str) -> Option<bool> {

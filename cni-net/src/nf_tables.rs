@@ -21,7 +21,11 @@ const NFTA_EXPR_NAME: u16 = 1;
 const NFTA_EXPR_DATA: u16 = 2;
 const NFTA_DATA_VALUE: u16 = 1;
 const NFTA_DATA_VERDICT: u16 = 2;
+const NFTA_VERDICT_CODE: u16 = 1;
 const NFTA_VERDICT_CHAIN: u16 = 2;
+const NFTA_PAYLOAD_BASE: u16 = 2;
+const NFTA_PAYLOAD_OFFSET: u16 = 3;
+const NFTA_PAYLOAD_LEN: u16 = 4;
 const NFTA_IMMEDIATE_DATA: u16 = 2;
 const NFTA_BITWISE_MASK: u16 = 4;
 const NFTA_BITWISE_XOR: u16 = 5;
@@ -55,6 +59,12 @@ pub struct RuleSummary {
     pub xt_targets: Vec<(String, Vec<u8>)>,
     /// Constant values of `immediate`, `bitwise` (mask, xor) and `cmp`.
     pub values: Vec<Vec<u8>>,
+    /// What `payload` expressions load: (base, offset, length); base 1 is
+    /// the network header.
+    pub payloads: Vec<(u32, u32, u32)>,
+    /// Verdict codes of `immediate` expressions (1 accept, 0 drop, -3 jump,
+    /// -4 goto, -5 return).
+    pub verdicts: Vec<i32>,
 }
 
 /// An nf_tables address family: nft's `ip`, `ip6` and `inet`.
@@ -150,6 +160,23 @@ impl NfTables {
     }
 }
 
+fn be32(data: Option<&[u8]>) -> Option<u32> {
+    match data? {
+        &[a, b, c, d] => Some(u32::from_be_bytes([a, b, c, d])),
+        _ => None,
+    }
+}
+
+/// A `payload` expression's (base, offset, length).
+fn payload_load(data: &[u8]) -> (u32, u32, u32) {
+    let get = |kind| be32(find_attr(data, kind)).unwrap_or(u32::MAX);
+    (
+        get(NFTA_PAYLOAD_BASE),
+        get(NFTA_PAYLOAD_OFFSET),
+        get(NFTA_PAYLOAD_LEN),
+    )
+}
+
 /// Pushes the NFTA_DATA_VALUE inside a nested `NFTA_DATA_*` attribute.
 fn push_value(values: &mut Vec<Vec<u8>>, data: Option<&[u8]>) {
     if let Some(v) = data.and_then(|d| find_attr(d, NFTA_DATA_VALUE)) {
@@ -179,14 +206,16 @@ fn summarize(rule: &[u8]) -> RuleSummary {
         match name.as_str() {
             "immediate" => {
                 let imm = find_attr(data, NFTA_IMMEDIATE_DATA);
-                if let Some(chain) = imm
-                    .and_then(|d| find_attr(d, NFTA_DATA_VERDICT))
-                    .and_then(|v| find_attr(v, NFTA_VERDICT_CHAIN))
-                {
+                let verdict = imm.and_then(|d| find_attr(d, NFTA_DATA_VERDICT));
+                if let Some(chain) = verdict.and_then(|v| find_attr(v, NFTA_VERDICT_CHAIN)) {
                     out.jumps.push(text(chain));
+                }
+                if let Some(code) = verdict.and_then(|v| be32(find_attr(v, NFTA_VERDICT_CODE))) {
+                    out.verdicts.push(code as i32);
                 }
                 push_value(&mut out.values, imm);
             }
+            "payload" => out.payloads.push(payload_load(data)),
             "bitwise" => {
                 push_value(&mut out.values, find_attr(data, NFTA_BITWISE_MASK));
                 push_value(&mut out.values, find_attr(data, NFTA_BITWISE_XOR));
@@ -208,6 +237,37 @@ fn summarize(rule: &[u8]) -> RuleSummary {
         out.exprs.push(name);
     }
     out
+}
+
+/// Deleting rules by handle (the firewall plugin's DEL, instead of an
+/// `iptables-restore` run).
+impl NfTables {
+    /// Deletes the rules `handles` (chain, kernel handle) of `table` in one
+    /// transaction: all of them, or none when one fails (a rule already
+    /// gone: `ENOENT`). Handles are never reused within a table, so a
+    /// handle read earlier names that rule or none.
+    pub fn delete_rules(&mut self, table: &str, handles: &[(&str, u64)]) -> Result<(), NetError> {
+        const NFT_MSG_DELRULE: u16 = 8;
+        let msgs = handles
+            .iter()
+            .map(|(chain, handle)| {
+                let mut req = Request::new(
+                    (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELRULE,
+                    NLM_F_REQUEST,
+                    &[self.af, 0, 0, 0],
+                );
+                req.attr(NFTA_RULE_TABLE, &cstr(table));
+                req.attr(NFTA_RULE_CHAIN, &cstr(chain));
+                req.attr(NFTA_RULE_HANDLE, &handle.to_be_bytes());
+                req
+            })
+            .collect();
+        self.conn.batch(
+            NFNL_SUBSYS_NFTABLES,
+            msgs,
+            &format!("delete {} rules of {table}", handles.len()),
+        )
+    }
 }
 
 /// True when chain `chain` exists in nf_tables table `table` of `family`.
@@ -305,5 +365,62 @@ mod tests {
                 || m.xt_matches.iter().any(|(n, _)| n == "mark"),
             "{m:?}"
         );
+    }
+    #[test]
+    fn deletes_rules_by_handle_all_or_none() {
+        use std::process::Command;
+        if crate::testutil::skip_unless_root("nf_tables::deletes_rules_by_handle_all_or_none") {
+            return;
+        }
+        if Command::new("iptables-nft-restore")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "SKIP nf_tables::deletes_rules_by_handle_all_or_none: no iptables-nft-restore (package iptables)"
+            );
+            return;
+        }
+        let ns = crate::NetNs::new_anonymous().unwrap();
+        ns.run(|| {
+            let mut child = Command::new("iptables-nft-restore")
+                .args(["--noflush", "-w"])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"*filter\n:T - [0:0]\n-A T -s 10.134.0.2/32 -j ACCEPT\n-A T -d 10.134.0.3/32 -j DROP\n-A T -s 10.134.0.4/32 -j RETURN\nCOMMIT\n")
+                .unwrap();
+            assert!(child.wait().unwrap().success());
+            let mut nf = NfTables::open(IpFamily::V4).unwrap();
+            let rules = nf.chain_rules("filter", "T").unwrap();
+            assert_eq!(rules.len(), 3);
+            // Source at offset 12 of the IPv4 header, destination at 16.
+            assert_eq!(rules[0].payloads, [(1, 12, 4)]);
+            assert_eq!(rules[1].payloads, [(1, 16, 4)]);
+            assert_eq!(rules[0].verdicts, [1]);
+            assert_eq!(rules[1].verdicts, [0]);
+            assert_eq!(rules[2].verdicts, [-5]);
+            let (a, b, c) = (rules[0].handle, rules[1].handle, rules[2].handle);
+            // One handle that does not exist: nothing is deleted.
+            let gone = c + 1000;
+            assert!(nf.delete_rules("filter", &[("T", a), ("T", gone)]).is_err());
+            assert_eq!(nf.chain_rules("filter", "T").unwrap().len(), 3);
+            nf.delete_rules("filter", &[("T", a), ("T", c)]).unwrap();
+            let left = nf.chain_rules("filter", "T").unwrap();
+            assert_eq!(left.len(), 1);
+            assert_eq!(left[0].handle, b);
+            // Already gone.
+            assert!(nf.delete_rules("filter", &[("T", a)]).is_err());
+            nf.delete_rules("filter", &[]).unwrap();
+        })
+        .unwrap();
     }
 }

@@ -679,6 +679,109 @@ fn del_is_idempotent_and_needs_no_prev_result() {
     ));
 }
 
+/// DEL deletes by kernel handle where iptables is nf_tables: exactly the
+/// rules `iptables -D` with the reference's texts would delete. Rules in
+/// CNI-FORWARD that name the address in another form (an admin's) stay,
+/// and make DEL take the iptables-save path, which deletes by text; a
+/// duplicated rule goes with its copy. Addresses 10.134.1.0/24 and
+/// fd21:134::1:0/112, in a bare host (no traffic is checked).
+#[test]
+fn del_deletes_exactly_the_reference_rules() {
+    if skip("del_deletes_exactly_the_reference_rules", false) {
+        return;
+    }
+    let host = Lab::bare();
+    let container = Netns::new("fw13c");
+    let prev = |h: u8| {
+        json!({
+            "cniVersion": "1.0.0",
+            "interfaces": [{"name": "fw13br"}, {"name": "fw13v"}, {"name": "eth0", "sandbox": container.path()}],
+            "ips": [
+                {"address": format!("10.134.1.{h}/24"), "gateway": "10.134.1.1", "interface": 2},
+                {"address": format!("fd21:134::1:{h}/112"), "gateway": "fd21:134::1:1", "interface": 2}
+            ]
+        })
+    };
+    let add = |cid: &str, h: u8| {
+        let c = conf("fw13net", &json!({}), Some(&prev(h)));
+        run(&ours(), "ADD", &host, &container, cid, &c).ok();
+    };
+    let del = |cid: &str| {
+        let c = conf("fw13net", &json!({}), None);
+        run(&ours(), "DEL", &host, &container, cid, &c).ok();
+    };
+    let untouched = rules(&host);
+
+    // The plain case: everything of the container goes, the other stays.
+    add("fw13a", 2);
+    add("fw13b", 3);
+    del("fw13a");
+    for a in ["10.134.1.2", "fd21:134::1:2"] {
+        assert!(no_address_rules(&host, a) && records(&host, a) == 0, "{a}");
+    }
+    for a in ["10.134.1.3", "fd21:134::1:3"] {
+        assert!(has_address_rules(&host, a) && records(&host, a) == 1, "{a}");
+    }
+    let only_b = rules(&host);
+
+    // Near misses an admin might have put there, and a duplicate.
+    add("fw13a", 2);
+    let near = [
+        ("iptables", "-s 10.134.1.2/32 -p tcp -j ACCEPT"),
+        (
+            "iptables",
+            "-d 10.134.1.2/32 -m conntrack --ctstate NEW -j ACCEPT",
+        ),
+        ("iptables", "-s 10.134.1.2/32 -j DROP"),
+        ("iptables", "-d 10.134.1.2/32 -j ACCEPT"),
+        ("ip6tables", "-s fd21:134::1:2/128 -i fw13br -j ACCEPT"),
+    ];
+    for (tool, rule) in near {
+        let mut args = vec!["-w", "-A", "CNI-FORWARD"];
+        args.extend(rule.split(' '));
+        host.exec_ok(tool, &args);
+    }
+    host.exec_ok(
+        "iptables",
+        &[
+            "-w",
+            "-A",
+            "CNI-FORWARD",
+            "-s",
+            "10.134.1.2/32",
+            "-j",
+            "ACCEPT",
+        ],
+    );
+    del("fw13a");
+    let left = rules(&host);
+    for (_, rule) in near {
+        let line = format!("-A CNI-FORWARD {rule}");
+        assert!(left.contains(&line), "{line} deleted: {left:?}");
+    }
+    for a in ["10.134.1.2", "fd21:134::1:2"] {
+        assert!(
+            no_address_rules(&host, a) && records(&host, a) == 0,
+            "{a}: {left:?}"
+        );
+    }
+    for (tool, rule) in near {
+        let mut args = vec!["-w", "-D", "CNI-FORWARD"];
+        args.extend(rule.split(' '));
+        host.exec_ok(tool, &args);
+    }
+    // What is left is exactly what fw13b's ADD made.
+    assert_eq!(rules(&host), only_b);
+    del("fw13b");
+    del("fw13b");
+    assert!(rules(&host).len() > untouched.len());
+    assert!(
+        rules(&host)
+            .iter()
+            .all(|r| !r.contains("10.134.1.") && !r.contains("fd21:134::"))
+    );
+}
+
 /// GC removes the rules of attachments not listed, in its network only.
 #[test]
 fn gc_is_scoped_to_the_network() {

@@ -48,6 +48,49 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Sends `msgs` as one nfnetlink batch (BEGIN, the messages, END) for
+    /// subsystem `subsys`: the kernel applies all of them or none. Only the
+    /// last message asks for an ACK; the kernel reports answers in message
+    /// order, so the first answer read is either the error of the first
+    /// message that failed (the batch was then aborted) or that ACK.
+    pub(crate) fn batch(
+        &mut self,
+        subsys: u16,
+        msgs: Vec<Request>,
+        op: &str,
+    ) -> Result<(), NetError> {
+        const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
+        const NFNL_MSG_BATCH_END: u16 = 0x11;
+        if msgs.is_empty() {
+            // Nothing would be answered.
+            return Ok(());
+        }
+        // struct nfgenmsg: AF_UNSPEC, version 0, res_id = the subsystem
+        // (big endian).
+        let [hi, lo] = subsys.to_be_bytes();
+        let framing = [0u8, 0, hi, lo];
+        let last = msgs.len().saturating_sub(1);
+        let mut bytes = Request::new(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, &framing)
+            .finish(0)
+            .map_err(|e| NetError::other(op, e.to_string()))?;
+        for (i, mut msg) in msgs.into_iter().enumerate() {
+            if i == last {
+                msg.add_flags(NLM_F_ACK);
+            }
+            let m = msg
+                .finish(0)
+                .map_err(|e| NetError::other(op, e.to_string()))?;
+            bytes.extend_from_slice(&m);
+        }
+        let end = Request::new(NFNL_MSG_BATCH_END, NLM_F_REQUEST, &framing)
+            .finish(0)
+            .map_err(|e| NetError::other(op, e.to_string()))?;
+        bytes.extend_from_slice(&end);
+        self.0.raw(&bytes, op, |_, _| Ok(())).map(|_| ())
+    }
+}
+
 /// Iterates the attributes in `data`: (type without flag bits, payload, the
 /// whole encoded attribute).
 pub(crate) fn attrs(mut data: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[u8])> {
@@ -148,6 +191,14 @@ impl Request {
         self.buf.extend_from_slice(data);
         self.buf.resize(align4(self.buf.len()), 0);
         self
+    }
+
+    /// Adds `flags` to the header's flags.
+    pub(crate) fn add_flags(&mut self, flags: u16) {
+        if let Some(slot) = self.buf.get_mut(6..8) {
+            let now = u16::from_ne_bytes([slot[0], slot[1]]);
+            slot.copy_from_slice(&(now | flags).to_ne_bytes());
+        }
     }
 
     /// The finished message with sequence number `seq`.

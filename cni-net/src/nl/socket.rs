@@ -188,6 +188,23 @@ impl Exchange {
     }
 }
 
+/// Writes `seq` into the header of every message in `buf` (one request,
+/// or an nfnetlink batch of several: the kernel answers each message with
+/// its own sequence number, and [`Exchange`] reads only this exchange's).
+fn stamp_seq(buf: &mut [u8], seq: u32) {
+    let mut at = 0;
+    while let Some(len) = buf.get(at..at + 4) {
+        let len = u32::from_ne_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        if let Some(slot) = buf.get_mut(at + 8..at + 12) {
+            slot.copy_from_slice(&seq.to_ne_bytes());
+        }
+        if len < NLMSG_HDRLEN {
+            break;
+        }
+        at += align4(len);
+    }
+}
+
 /// Decodes one answer of type `M`, naming its message type on failure.
 fn decode<M: NetlinkDeserializable>(header: &NetlinkHeader, payload: &[u8]) -> Result<M, String> {
     M::deserialize(header, payload)
@@ -258,9 +275,7 @@ impl Socket {
     ) -> Result<Outcome, NetError> {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
-        if let Some(slot) = self.send.get_mut(8..12) {
-            slot.copy_from_slice(&seq.to_ne_bytes());
-        }
+        stamp_seq(&mut self.send, seq);
         let Some(sys) = &self.sys else {
             self.captured.push(self.send.clone());
             return Ok(Outcome::Done);

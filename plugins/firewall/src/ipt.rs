@@ -575,7 +575,7 @@ pub fn del(att: &Attachment<'_>, prev_ips: &[IpAddr]) -> Result<(), CniError> {
         if !iptables::usable(family) {
             continue;
         }
-        if del_fast(family, att, &key, &mine) == Some(true) {
+        if del_by_handle(family, &key, &mine) {
             continue;
         }
         let table = iptables::save_unless_absent(family, TABLE, &[FORWARD_CHAIN, RECORDS_CHAIN])
@@ -587,61 +587,108 @@ pub fn del(att: &Attachment<'_>, prev_ips: &[IpAddr]) -> Result<(), CniError> {
 }
 
 /// The records of one family read over netlink (nf_tables iptables only):
-/// (address, attachment key) per record.
-fn nft_records(family: Family) -> Option<Vec<(IpAddr, String)>> {
+/// (address, attachment key, rule handle) per record.
+fn nft_records(family: Family) -> Option<Vec<(IpAddr, String, u64)>> {
     let rules = iptables::nft_rules(family, TABLE, RECORDS_CHAIN)?;
     let mut out = Vec::new();
     for r in &rules {
         let comment = iptables::xt_comment(r)?;
-        let ip = r.values.iter().find_map(|v| match v.len() {
-            4 => <[u8; 4]>::try_from(v.as_slice()).ok().map(IpAddr::from),
-            16 => <[u8; 16]>::try_from(v.as_slice()).ok().map(IpAddr::from),
-            _ => None,
-        })?;
-        out.push((ip, comment.get(..KEY_LEN)?.to_string()));
+        let ip = r.values.iter().find_map(|v| ip_of(v))?;
+        out.push((ip, comment.get(..KEY_LEN)?.to_string(), r.handle));
     }
     Some(out)
 }
 
-/// DEL without reading the table with `iptables-save`: the records are
-/// read over netlink, and the rules to delete (whose texts are known) go
-/// to `iptables-restore` as they are. `Some(true)` when that settled this
-/// family; `Some(false)` or `None` when the full path must run (a rule to
-/// delete was not there, so the transaction failed and changed nothing;
-/// or the records cannot be read this way).
-fn del_fast(family: Family, att: &Attachment<'_>, key: &str, prev: &[IpAddr]) -> Option<bool> {
-    if iptables::chain_surely_absent(family, TABLE, FORWARD_CHAIN)
-        && iptables::chain_surely_absent(family, TABLE, RECORDS_CHAIN)
-    {
-        return Some(true);
+fn ip_of(octets: &[u8]) -> Option<IpAddr> {
+    match octets.len() {
+        4 => <[u8; 4]>::try_from(octets).ok().map(IpAddr::from),
+        16 => <[u8; 16]>::try_from(octets).ok().map(IpAddr::from),
+        _ => None,
     }
-    let recs = nft_records(family)?;
-    let recorded: Vec<IpAddr> = recs
+}
+
+/// The `info` of `-m conntrack --ctstate RELATED,ESTABLISHED` as
+/// iptables-nft stores it (`struct xt_conntrack_mtinfo3`, 168 bytes with
+/// padding): `match_flags` XT_CONNTRACK_STATE at 146, `state_mask`
+/// ESTABLISHED|RELATED (1 << 1 | 1 << 2) at 150, zeros elsewhere.
+fn ctstate_related_established() -> [u8; 168] {
+    let mut info = [0u8; 168];
+    info[146..148].copy_from_slice(&1u16.to_ne_bytes());
+    info[150..152].copy_from_slice(&6u16.to_ne_bytes());
+    info
+}
+
+/// The address of `rule` when it is exactly one of [`address_rules`] as
+/// iptables-nft encodes it (what `iptables -D` with that text would
+/// delete): `-s IP/len -j ACCEPT` is a load of the source address, a
+/// compare, a counter and accept; the `-d` rule loads the destination and
+/// has the conntrack match before the counter.
+fn address_rule_ip(rule: &iptables::RuleSummary) -> Option<IpAddr> {
+    let [value] = rule.values.as_slice() else {
+        return None;
+    };
+    let ip = ip_of(value)?;
+    let exprs: Vec<&str> = rule
+        .exprs
         .iter()
-        .filter(|(_, k)| k == key)
-        .map(|(ip, _)| *ip)
+        .map(String::as_str)
+        .filter(|e| *e != "counter")
         .collect();
-    let others: Vec<IpAddr> = recs
-        .iter()
-        .filter(|(_, k)| k != key)
-        .map(|(ip, _)| *ip)
-        .collect();
+    // Network-header offsets of the source and destination address.
+    let (src, dst) = if ip.is_ipv4() { (12, 16) } else { (8, 24) };
+    let len = value.len() as u32;
+    let plain = exprs == ["payload", "cmp", "immediate"]
+        && rule.xt_matches.is_empty()
+        && rule.payloads == [(1, src, len)];
+    let tracked = exprs == ["payload", "cmp", "match", "immediate"]
+        && rule.payloads == [(1, dst, len)]
+        && matches!(rule.xt_matches.as_slice(),
+            [(name, info)] if name == "conntrack" && info[..] == ctstate_related_established()[..]);
+    let accepts = rule.verdicts == [1] && rule.jumps.is_empty() && rule.xt_targets.is_empty();
+    ((plain || tracked) && accepts).then_some(ip)
+}
+
+/// DEL over netlink (nf_tables iptables only): reads the records and the
+/// per-address rules, and deletes this attachment's records and the rules
+/// of its addresses (those of `prev` and the recorded ones, unless another
+/// attachment's record claims the address) by handle, in one transaction.
+/// True when that settled this family, including when there was nothing to
+/// delete. False, with nothing changed, whenever it cannot be sure: legacy
+/// iptables, a failed query, a rule in `CNI-FORWARD` naming one of the
+/// addresses in a form not recognised, or a rule gone meanwhile (the
+/// transaction then fails as a whole). The `iptables-save` path runs then.
+fn del_by_handle(family: Family, key: &str, prev: &[IpAddr]) -> bool {
+    let Some(recs) = nft_records(family) else {
+        return false;
+    };
+    let Some(forward) = iptables::nft_rules(family, TABLE, FORWARD_CHAIN) else {
+        return false;
+    };
+    let mut doomed: Vec<(&str, u64)> = Vec::new();
     let mut ips: Vec<IpAddr> = prev.to_vec();
-    for ip in &recorded {
+    for (ip, _, handle) in recs.iter().filter(|(_, k, _)| k == key) {
+        doomed.push((RECORDS_CHAIN, *handle));
         if !ips.contains(ip) {
             ips.push(*ip);
         }
     }
-    let mut lines = Vec::new();
-    for ip in &recorded {
-        lines.push(format!("-D {RECORDS_CHAIN} {}", record_rule(*ip, att)));
-    }
-    for ip in ips.iter().filter(|ip| !others.contains(ip)) {
-        for rule in address_rules(*ip) {
-            lines.push(format!("-D {FORWARD_CHAIN} {rule}"));
+    let claimed = |ip: &IpAddr| recs.iter().any(|(i, k, _)| i == ip && k != key);
+    ips.retain(|ip| !claimed(ip));
+    let octets = |ip: &IpAddr| match ip {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    for rule in &forward {
+        let named = ips.iter().any(|ip| rule.values.contains(&octets(ip)));
+        if !named {
+            continue;
+        }
+        match address_rule_ip(rule) {
+            Some(ip) if ips.contains(&ip) => doomed.push((FORWARD_CHAIN, rule.handle)),
+            _ => return false,
         }
     }
-    Some(iptables::restore(family, TABLE, &lines).is_ok())
+    doomed.is_empty() || iptables::nft_delete(family, TABLE, &doomed)
 }
 
 /// GC: removes the records of `network`'s attachments that are not in
