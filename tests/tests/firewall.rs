@@ -1268,6 +1268,7 @@ fn firewalld_backend_on_a_real_firewalld() {
     let (i, prev) = lab.container(0, 2);
     let fw = Firewalld::start(&lab.host);
     let bus = fw.bus.clone();
+    let _cleanup = SourceRecordsOf(vec!["fwfd".to_string()]);
     let c = conf("fwfd", &json!({}), Some(&prev));
     let want = sources_of(&prev);
 
@@ -1330,7 +1331,12 @@ fn firewalld_backend_on_a_real_firewalld() {
         run_bus(&go(), "CHECK", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
         run_bus(&go(), "DEL", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
         assert!(fw.sources(&lab.host, "trusted").is_empty());
+        // Go's DEL leaves our record of the sources; ours removes it.
+        assert_eq!(source_records("fwfd", "fwd3").len(), 1);
+        run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
     }
+    assert!(source_records("fwfd", "fwd1").is_empty());
+    assert!(source_records("fwfd", "fwd3").is_empty());
 }
 
 /// A plugin running in another network namespace than firewalld's reaches
@@ -1393,4 +1399,175 @@ fn firewalld_of_another_namespace_is_not_used() {
         .config(&s)
         .run()
         .ok();
+}
+
+/// rcni's records of firewalld sources (`/run/cni/firewall/<key>.json`) of
+/// network `net` and container `cid`.
+fn source_records(net: &str, cid: &str) -> Vec<Value> {
+    source_record_files(net)
+        .into_iter()
+        .filter(|(_, r)| r["containerID"] == cid)
+        .map(|(_, r)| r)
+        .collect()
+}
+
+/// The record files of network `net`, with their contents.
+fn source_record_files(net: &str) -> Vec<(std::path::PathBuf, Value)> {
+    let Ok(dir) = std::fs::read_dir("/run/cni/firewall") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let r = serde_json::from_slice::<Value>(&std::fs::read(e.path()).ok()?).ok()?;
+            Some((e.path(), r))
+        })
+        .filter(|(_, r)| r["network"] == net)
+        .collect()
+}
+
+/// Removes the source records of its networks on drop (a failed test
+/// would leave them to claim its addresses in the next run).
+struct SourceRecordsOf(Vec<String>);
+
+impl Drop for SourceRecordsOf {
+    fn drop(&mut self) {
+        for net in &self.0 {
+            for (path, _) in source_record_files(net) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+/// With firewalld, ADD records the sources it gives each attachment, so
+/// DEL without `prevResult` and GC take them out (the reference's DEL then
+/// removes nothing, and it has no GC); a repeated ADD into another zone is
+/// recorded too. With firewalld gone, DEL and GC drop the records (its
+/// runtime sources went with it). Addresses 10.134.2.0/24 and
+/// fd21:134::2:0/112 in a bare host (no traffic is checked).
+#[test]
+fn firewalld_sources_are_recorded_for_del_and_gc() {
+    if skip_firewalld("firewalld_sources_are_recorded_for_del_and_gc") {
+        return;
+    }
+    let host = Lab::bare();
+    let container = Netns::new("fw13d");
+    let fw = Firewalld::start(&host);
+    let bus = fw.bus.clone();
+    let (net, other_net) = (rcni_tests::unique("fw13n"), rcni_tests::unique("fw13o"));
+    let _cleanup = SourceRecordsOf(vec![net.clone(), other_net.clone()]);
+    let prev = |h: u8| {
+        json!({
+            "cniVersion": "1.0.0",
+            "interfaces": [{"name": "fw13br"}, {"name": "fw13v"}, {"name": "eth0", "sandbox": container.path()}],
+            "ips": [
+                {"address": format!("10.134.2.{h}/24"), "interface": 2},
+                {"address": format!("fd21:134::2:{h}/112"), "interface": 2}
+            ]
+        })
+    };
+    let srcs = |h: u8| {
+        let mut v = vec![format!("10.134.2.{h}/32"), format!("fd21:134::2:{h}/128")];
+        v.sort();
+        v
+    };
+    let add = |net: &str, cid: &str, h: u8, zone: &str| {
+        let c = conf(
+            net,
+            &json!({"backend": "firewalld", "firewalldZone": zone}),
+            Some(&prev(h)),
+        );
+        run_bus(&ours(), "ADD", &host, &container, cid, &c, &bus).ok();
+    };
+    let bare = |net: &str| conf(net, &json!({"backend": "firewalld"}), None);
+    let gc = |net: &str, valid: Value, bus: &str| {
+        let mut c = bare(net);
+        c["cniVersion"] = json!("1.1.0");
+        c["cni.dev/valid-attachments"] = valid;
+        Invocation::new(ours(), "GC")
+            .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
+            .in_host(&host)
+            .config(&c)
+            .run()
+    };
+
+    add(&net, "fw13a", 2, "internal");
+    add(&net, "fw13b", 3, "trusted");
+    add(&other_net, "fw13c", 4, "trusted");
+    let recs = source_records(&net, "fw13a");
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0]["ifname"], "eth0");
+    assert_eq!(recs[0]["sources"].as_array().unwrap().len(), 2, "{recs:?}");
+    assert_eq!(fw.sources(&host, "internal"), srcs(2));
+    // An ADD that fails (a source is bound to one zone only) leaves the
+    // record as it was.
+    let c = conf(&net, &json!({"backend": "firewalld"}), Some(&prev(2)));
+    let e = run_bus(&ours(), "ADD", &host, &container, "fw13a", &c, &bus).err();
+    assert!(e["msg"].as_str().unwrap().contains("ZONE_CONFLICT"), "{e}");
+    assert_eq!(source_records(&net, "fw13a"), recs);
+
+    // DEL without prevResult (and the default zone in its config): the
+    // recorded zone's sources of fw13a go.
+    run_bus(
+        &ours(),
+        "DEL",
+        &host,
+        &container,
+        "fw13a",
+        &bare(&net),
+        &bus,
+    )
+    .ok();
+    assert!(fw.sources(&host, "internal").is_empty());
+    let mut left = srcs(3);
+    left.extend(srcs(4));
+    left.sort();
+    assert_eq!(fw.sources(&host, "trusted"), left);
+    assert!(source_records(&net, "fw13a").is_empty());
+    run_bus(
+        &ours(),
+        "DEL",
+        &host,
+        &container,
+        "fw13a",
+        &bare(&net),
+        &bus,
+    )
+    .ok();
+
+    // GC of the network: fw13b goes, the other network's fw13c stays.
+    gc(
+        &net,
+        json!([{"containerID": "fw13a", "ifname": "eth0"}]),
+        &bus,
+    )
+    .ok();
+    assert_eq!(fw.sources(&host, "trusted"), srcs(4));
+    assert!(source_records(&net, "fw13b").is_empty());
+    assert_eq!(source_records(&other_net, "fw13c").len(), 1);
+    // Valid attachments keep theirs.
+    gc(
+        &other_net,
+        json!([{"containerID": "fw13c", "ifname": "eth0"}]),
+        &bus,
+    )
+    .ok();
+    assert_eq!(fw.sources(&host, "trusted"), srcs(4));
+
+    // firewalld stopped: DEL (now on iptables) and GC drop the records.
+    add(&net, "fw13e", 5, "trusted");
+    drop(fw);
+    let none = NO_BUS.to_string();
+    let mut c = bare(&other_net);
+    c.as_object_mut().unwrap().remove("backend");
+    Invocation::new(ours(), "DEL")
+        .attach("fw13c", &container, "eth0")
+        .env("DBUS_SYSTEM_BUS_ADDRESS", &none)
+        .in_host(&host)
+        .config(&c)
+        .run()
+        .ok();
+    assert!(source_records(&other_net, "fw13c").is_empty());
+    gc(&net, json!([]), &none).ok();
+    assert!(source_records(&net, "fw13e").is_empty());
 }

@@ -80,7 +80,7 @@ fn same_netns(pid: u32) -> std::io::Result<bool> {
 }
 
 /// `10.1.0.2/32`, `fd00::2/128`: the source firewalld is given.
-fn source(ip: IpAddr) -> String {
+pub fn source(ip: IpAddr) -> String {
     format!("{ip}/{}", if ip.is_ipv4() { 32 } else { 128 })
 }
 
@@ -122,8 +122,13 @@ impl Firewalld {
     /// ignored, as in the reference.
     pub fn del(&mut self, zone: &str, ips: &[IpAddr]) {
         for ip in ips {
-            let _ = self.zone_call("removeSource", zone, &source(*ip));
+            self.remove_source(zone, &source(*ip));
         }
+    }
+
+    /// Takes one source out of `zone`; errors are ignored.
+    pub fn remove_source(&mut self, zone: &str, src: &str) {
+        let _ = self.zone_call("removeSource", zone, src);
     }
 
     /// Every address is a source of `zone` (the reference ignores

@@ -53,7 +53,8 @@ pub struct Attachment<'a> {
 }
 
 impl Attachment<'_> {
-    fn key(&self) -> String {
+    /// The attachment key (network hash, then the attachment's).
+    pub fn key(&self) -> String {
         cni_fw::hash::attachment_key(self.network, self.ifname, self.container_id)
     }
 

@@ -9,6 +9,7 @@
 mod config;
 mod firewalld;
 mod ipt;
+mod sources;
 
 use cni_skel::error::code;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output, Plugin};
@@ -88,6 +89,77 @@ fn attachment(args: &CmdArgs) -> ipt::Attachment<'_> {
     }
 }
 
+/// The record of `att` after an ADD of `ips` to `zone`: what `before` held
+/// plus the new sources.
+fn record_with(
+    before: Option<sources::Record>,
+    att: &ipt::Attachment<'_>,
+    zone: &str,
+    ips: &[IpAddr],
+) -> sources::Record {
+    let mut rec = before.unwrap_or_default();
+    rec.network = att.network.to_string();
+    rec.container_id = att.container_id.to_string();
+    rec.ifname = att.ifname.to_string();
+    for ip in ips {
+        let s = sources::ZoneSource {
+            zone: zone.to_string(),
+            source: firewalld::source(*ip),
+        };
+        if !rec.sources.contains(&s) {
+            rec.sources.push(s);
+        }
+    }
+    rec
+}
+
+/// GC of the firewalld sources of `network`'s attachments that are not in
+/// `valid`: with a firewalld of this namespace their sources (unless a
+/// kept record claims them) and records go; with none running only the
+/// records (its runtime sources went with it); with a firewalld elsewhere
+/// nothing.
+fn gc_firewalld_sources(network: &str, valid: &[(String, String)]) -> Result<(), CniError> {
+    let records = sources::Records::default();
+    let keep: Vec<String> = valid
+        .iter()
+        .map(|(cid, ifname)| cni_fw::hash::attachment_key(network, ifname, cid))
+        .collect();
+    let stale: Vec<(String, sources::Record)> = records
+        .all(&cni_fw::hash::network_key_prefix(network))
+        .into_iter()
+        .filter(|(k, _)| !keep.contains(k))
+        .collect();
+    if stale.is_empty() {
+        return Ok(());
+    }
+    let mut fw = match firewalld::find() {
+        firewalld::Found::Here(fw) => Some(fw),
+        firewalld::Found::Absent(_) => None,
+        firewalld::Found::Elsewhere(why) => {
+            log::debug!("firewalld sources not collected: {why}");
+            return Ok(());
+        }
+    };
+    // Every record that stays, of any network.
+    let others: Vec<sources::Record> = records
+        .all("")
+        .into_iter()
+        .filter(|(k, _)| !stale.iter().any(|(s, _)| s == k))
+        .map(|(_, r)| r)
+        .collect();
+    for (key, rec) in &stale {
+        if let Some(fw) = fw.as_mut() {
+            for s in &rec.sources {
+                if !others.iter().any(|o| o.sources.contains(s)) {
+                    fw.remove_source(&s.zone, &s.source);
+                }
+            }
+        }
+        records.remove(key)?;
+    }
+    Ok(())
+}
+
 impl Plugin for Firewall {
     fn about(&self) -> String {
         format!("CNI firewall plugin v{}", env!("CARGO_PKG_VERSION"))
@@ -118,11 +190,27 @@ impl Plugin for Firewall {
                 if iso.is_some() {
                     ipt::require_tools(&ips)?;
                 }
-                fw.add(&conf.zone, &ips)?;
+                // The record first: a source is never without one.
+                let att = attachment(args);
+                let key = att.key();
+                let records = sources::Records::default();
+                let before = records.read(&key);
+                records.write(&key, &record_with(before.clone(), &att, &conf.zone, &ips))?;
+                let undo_record = || {
+                    let _ = match &before {
+                        Some(r) => records.write(&key, r),
+                        None => records.remove(&key),
+                    };
+                };
+                if let Err(e) = fw.add(&conf.zone, &ips) {
+                    undo_record();
+                    return Err(e);
+                }
                 if let Some((bridge, policy)) = iso
                     && let Err(e) = ipt::isolate_only(&ips, bridge, policy)
                 {
                     fw.del(&conf.zone, &ips);
+                    undo_record();
                     return Err(e);
                 }
             }
@@ -139,8 +227,43 @@ impl Plugin for Firewall {
             .unwrap_or_default();
         let backend = resolve(&conf)?;
         let _lock = lock();
-        if let Backend::Firewalld(mut fw) = backend {
-            fw.del(&conf.zone, &ips);
+        let key = attachment(args).key();
+        let records = sources::Records::default();
+        match backend {
+            Backend::Firewalld(mut fw) => {
+                let mut doomed: Vec<sources::ZoneSource> = ips
+                    .iter()
+                    .map(|ip| sources::ZoneSource {
+                        zone: conf.zone.clone(),
+                        source: firewalld::source(*ip),
+                    })
+                    .collect();
+                for s in records.read(&key).map(|r| r.sources).unwrap_or_default() {
+                    if !doomed.contains(&s) {
+                        doomed.push(s);
+                    }
+                }
+                // A source another attachment's record claims stays.
+                let others = records.all("");
+                doomed.retain(|d| {
+                    !others
+                        .iter()
+                        .any(|(k, r)| *k != key && r.sources.contains(d))
+                });
+                for d in &doomed {
+                    fw.remove_source(&d.zone, &d.source);
+                }
+                records.remove(&key)?;
+            }
+            Backend::Iptables => {
+                // A record from a firewalld that is no longer running:
+                // its runtime sources went with it.
+                if records.read(&key).is_some()
+                    && matches!(firewalld::find(), firewalld::Found::Absent(_))
+                {
+                    records.remove(&key)?;
+                }
+            }
         }
         // Whatever the backend: iptables rules of this attachment may exist
         // (added before firewalld was started, or by the iptables backend).
@@ -175,7 +298,7 @@ impl Plugin for Firewall {
         let conf = parse(args)?;
         let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
         let _lock = lock();
-        // Records exist only in iptables, whatever the backend.
+        gc_firewalld_sources(&conf.network, &valid)?;
         ipt::gc(&conf.network, &valid)?;
         Ok(Output::Nothing)
     }
