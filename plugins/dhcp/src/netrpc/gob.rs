@@ -556,7 +556,7 @@ pub enum Kind {
 /// One direction of a gob stream, writing: which definitions were sent.
 #[derive(Debug, Default)]
 pub struct Encoder {
-    sent: Vec<i64>,
+    sent: Vec<&'static TypeDef>,
 }
 
 impl Encoder {
@@ -573,7 +573,7 @@ impl Encoder {
         def: &'static TypeDef,
         value: &Value,
     ) -> Result<(), Error> {
-        self.send_type(out, def);
+        self.send_type(out, def)?;
         let mut body = Vec::new();
         put_int(&mut body, def.id);
         encode_value(&mut body, Ty::Def(def), value)?;
@@ -581,11 +581,18 @@ impl Encoder {
         Ok(())
     }
 
-    fn send_type(&mut self, out: &mut Vec<u8>, def: &'static TypeDef) {
-        if self.sent.contains(&def.id) {
-            return;
+    fn send_type(&mut self, out: &mut Vec<u8>, def: &'static TypeDef) -> Result<(), Error> {
+        // Ids are per stream: two schemas with one id cannot share one.
+        if let Some(other) = self.sent.iter().find(|d| d.id == def.id) {
+            if std::ptr::eq(*other, def) {
+                return Ok(());
+            }
+            return malformed(format!(
+                "type id {} is {:?} on this stream, not {:?}",
+                def.id, other.name, def.name
+            ));
         }
-        self.sent.push(def.id);
+        self.sent.push(def);
         let mut body = Vec::new();
         put_int(&mut body, -def.id);
         wire_type(&mut body, def);
@@ -594,12 +601,13 @@ impl Encoder {
             Kind::Struct(fields) => {
                 for (_, ty) in fields {
                     if let Ty::Def(d) = ty {
-                        self.send_type(out, d);
+                        self.send_type(out, d)?;
                     }
                 }
+                Ok(())
             }
             Kind::Slice(Ty::Def(d)) => self.send_type(out, d),
-            Kind::Slice(_) => {}
+            Kind::Slice(_) => Ok(()),
         }
     }
 }
