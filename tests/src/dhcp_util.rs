@@ -100,9 +100,20 @@ impl Lan {
         lan
     }
 
-    /// dnsmasq's lease file (`expiry mac ip hostname client-id` lines).
+    /// dnsmasq's lease file (`expiry mac ip hostname client-id` lines),
+    /// read until two reads agree: dnsmasq rewrites it in place, so one
+    /// read may catch it half written.
     pub fn leases(&self) -> String {
-        std::fs::read_to_string(self.dir.join("leases")).unwrap_or_default()
+        let read = || std::fs::read_to_string(self.dir.join("leases")).unwrap_or_default();
+        let mut last = read();
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            let now = read();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
     }
 
     /// dnsmasq's log (with `--log-dhcp`).
