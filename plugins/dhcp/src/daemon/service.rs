@@ -355,17 +355,28 @@ impl Daemon {
             }
             if !due.is_empty() {
                 drop(t);
+                let mut not_started = Vec::new();
                 for (id, generation, record, phase) in due {
                     let me = Arc::clone(self);
+                    let key = id.clone();
                     let spawned = std::thread::Builder::new()
                         .name("dhcp-renew".into())
                         .stack_size(256 * 1024)
                         .spawn(move || me.maintain_one(&id, generation, record, phase));
                     if let Err(e) = spawned {
-                        log::error!("cannot start a renewal thread: {e}");
+                        log::error!("cannot start a renewal thread: {e}; retrying later");
+                        not_started.push(key);
                     }
                 }
                 t = self.lock();
+                // Out of threads: try those again in a few seconds.
+                let later = now_secs() + MIN_RETRY;
+                for id in not_started {
+                    if let Some(e) = t.entries.get_mut(&id) {
+                        e.busy = false;
+                        e.next = later;
+                    }
+                }
                 continue;
             }
             let wait = earliest.map_or(Duration::from_secs(3600), |at| {
