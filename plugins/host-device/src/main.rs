@@ -114,6 +114,10 @@ fn move_in(cx: &Ctx, dev: &Link, ifname: &str, saved: &HostSide) -> Result<Link,
 /// a link with the host name, it goes through an empty namespace instead
 /// (as the reference, two moves).
 fn move_out(ns: &NetNs, ns_nl: &Netlink, link: &Link, alias: &str) -> Result<(), CniError> {
+    // The caller's view can be stale (ADD's undo got it before the link
+    // went up), and kernels before 6.x refuse to rename a link that is up.
+    let current = ns_nl.link_by_index(link.index)?;
+    let link = current.as_ref().unwrap_or(link);
     let fail = |e: String| {
         CniError::internal(format!(
             "failed to move {:?} (host: {alias:?}) to the host namespace: {e}",
