@@ -86,24 +86,10 @@ fn lan(n: u8) -> Lan {
     Lan::new("dhcpd", &format!("10.131.{n}"), &[])
 }
 
-/// dnsmasq's lease file, read until two reads agree (dnsmasq rewrites it
-/// in place, so one read may catch it half written).
-fn leases(lan: &Lan) -> String {
-    let mut last = lan.leases();
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
-        let now = lan.leases();
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
-}
-
 /// Waits until the lease file holds (or no longer holds) `ip`.
 fn wait_lease(lan: &Lan, ip: &str, present: bool) {
     wait_for(&format!("{ip} present={present} in the lease file"), || {
-        leases(lan).contains(ip) == present
+        lan.leases().contains(ip) == present
     });
 }
 
@@ -174,19 +160,19 @@ fn add_check_del(lan: &Lan, d: &Daemon, plugin: &Path, c: &Netns, conf: &Value) 
     );
     let ip = addr.split('/').next().unwrap();
     wait_lease(lan, ip, true);
-    let held = leases(lan);
+    let held = lan.leases();
     // The reference's client id: type 0, then containerID/netName/ifName.
     let cid_hex = client_id_hex("dhcpd-cid-1", "dhcpd-net", "net1");
     assert!(held.contains(&cid_hex), "client id {cid_hex} not in {held}");
     assert!(held.contains("dhcpd-host"), "{held}");
     // CHECK asks again: the same lease, no second one.
     call("CHECK", "dhcpd-cid-1", c, conf).ok();
-    assert_eq!(leases(lan).lines().count(), 1, "{}", leases(lan));
+    assert_eq!(lan.leases().lines().count(), 1, "{}", lan.leases());
 
     configure(c, &addr);
     call("DEL", "dhcpd-cid-1", c, conf).ok();
     wait_for("the lease to leave dnsmasq's lease file", || {
-        !leases(lan).contains(ip)
+        !lan.leases().contains(ip)
     });
     assert!(
         lan.log().contains(&format!("DHCPRELEASE(srv0) {ip}")),
@@ -229,7 +215,7 @@ fn short_lease_is_renewed_at_t1() {
         .to_string();
     assert!(!renewal.contains("broadcast response"), "{renewal}");
     call("DEL", "dhcpd-renew", &c, &conf).ok();
-    wait_for("the release", || !leases(&lan).contains(&ip));
+    wait_for("the release", || !lan.leases().contains(&ip));
 }
 
 #[test]
@@ -254,12 +240,12 @@ fn twenty_concurrent_attachments_get_distinct_leases() {
     });
     let distinct: std::collections::BTreeSet<_> = addrs.iter().collect();
     assert_eq!(distinct.len(), 20, "{addrs:?}");
-    assert_eq!(leases(&lan).lines().count(), 20, "{}", leases(&lan));
+    assert_eq!(lan.leases().lines().count(), 20, "{}", lan.leases());
     for (i, (c, a)) in containers.iter().zip(&addrs).enumerate() {
         configure(c, a);
         call("DEL", &format!("dhcpd-many-{i}"), c, &conf).ok();
     }
-    wait_for("all 20 releases", || leases(&lan).trim().is_empty());
+    wait_for("all 20 releases", || lan.leases().trim().is_empty());
 }
 
 #[test]
@@ -285,11 +271,11 @@ fn daemon_killed_and_restarted_later_del_releases() {
     // The same lease is answered, not a new one.
     let again = call("CHECK", "dhcpd-kill", &c, &conf);
     again.ok();
-    assert_eq!(leases(&lan).lines().count(), 1);
+    assert_eq!(lan.leases().lines().count(), 1);
     let ip = addr.split('/').next().unwrap().to_string();
     call("DEL", "dhcpd-kill", &c, &conf).ok();
     wait_for("the release after the restart", || {
-        !leases(&lan).contains(&ip)
+        !lan.leases().contains(&ip)
     });
 }
 
@@ -492,7 +478,7 @@ fn status_and_del_with_the_daemon_down() {
     let d = Daemon::start(lan.dir.path(), &[]);
     call("DEL", "dhcpd-down", &c, &conf).ok();
     let ip = addr.split('/').next().unwrap().to_string();
-    wait_for("the release", || !leases(&lan).contains(&ip));
+    wait_for("the release", || !lan.leases().contains(&ip));
     drop(d);
 }
 
@@ -558,6 +544,6 @@ fn hostile_requests_leave_the_daemon_serving() {
     // Still serving, and nothing was leased by the failures.
     let r = call("ADD", "dhcpd-hostile-ok", &c, &good).ok();
     assert!(address(&r).starts_with("10.131.18."), "{r}");
-    assert_eq!(leases(&lan).lines().count(), 1, "{}", leases(&lan));
+    assert_eq!(lan.leases().lines().count(), 1, "{}", lan.leases());
     call("DEL", "dhcpd-hostile-ok", &c, &good).ok();
 }
