@@ -91,24 +91,34 @@ pub fn nft_rules(
 /// A rule as [`nft_rules`] reads it.
 pub use cni_net::nf_tables::RuleSummary;
 
-/// Deletes the rules `handles` (chain, handle as [`nft_rules`] read it) of
-/// `table` over netlink, in one transaction, without running a tool. True
-/// when they are gone; false (nothing deleted) unless iptables is the
-/// nf_tables variant and every rule was still there.
-pub fn nft_delete(family: Family, table: &str, handles: &[(&str, u64)]) -> bool {
-    if !is_nft_variant(family) {
+/// Deletes `rules` (family, chain, handle as [`nft_rules`] read it) of the
+/// tables named `table` over netlink, every family in one transaction,
+/// without running a tool. True when they are gone; false (nothing
+/// deleted) unless iptables is the nf_tables variant in each family and
+/// every rule was still there.
+pub fn nft_delete(table: &str, rules: &[(Family, &str, u64)]) -> bool {
+    use cni_net::nf_tables::NfFamily;
+    if rules.iter().any(|(f, _, _)| !is_nft_variant(*f)) {
         return false;
     }
-    let fam = match family {
-        Family::V4 => cni_net::IpFamily::V4,
-        Family::V6 => cni_net::IpFamily::V6,
-    };
-    match cni_net::nf_tables::NfTables::open(fam).and_then(|mut t| t.delete_rules(table, handles)) {
+    let rules: Vec<(NfFamily, &str, u64)> = rules
+        .iter()
+        .map(|(f, chain, handle)| {
+            let fam = match f {
+                Family::V4 => NfFamily::Ip,
+                Family::V6 => NfFamily::Ip6,
+            };
+            (fam, *chain, *handle)
+        })
+        .collect();
+    match cni_net::nf_tables::NfTables::open(NfFamily::Inet)
+        .and_then(|mut t| t.delete_rules(table, &rules))
+    {
         Ok(()) => true,
         Err(e) => {
             log::debug!(
                 "deleting {} rules of {table} over netlink: {e}",
-                handles.len()
+                rules.len()
             );
             false
         }

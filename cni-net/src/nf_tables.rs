@@ -87,6 +87,15 @@ impl From<IpFamily> for NfFamily {
     }
 }
 
+/// NFPROTO_INET, NFPROTO_IPV4, NFPROTO_IPV6.
+fn nfproto(family: NfFamily) -> u8 {
+    match family {
+        NfFamily::Inet => 1,
+        NfFamily::Ip => 2,
+        NfFamily::Ip6 => 10,
+    }
+}
+
 /// A netlink socket for nf_tables queries in one address family.
 pub struct NfTables {
     conn: Conn,
@@ -96,15 +105,9 @@ pub struct NfTables {
 impl NfTables {
     /// Opens a socket in the calling thread's namespace for `family`'s tables.
     pub fn open(family: impl Into<NfFamily>) -> Result<NfTables, NetError> {
-        // NFPROTO_INET, NFPROTO_IPV4, NFPROTO_IPV6.
-        let af = match family.into() {
-            NfFamily::Inet => 1u8,
-            NfFamily::Ip => 2u8,
-            NfFamily::Ip6 => 10u8,
-        };
         Ok(NfTables {
             conn: Conn::open(netlink_sys::protocols::NETLINK_NETFILTER, "nf_tables")?,
-            af,
+            af: nfproto(family.into()),
         })
     }
 
@@ -242,19 +245,30 @@ fn summarize(rule: &[u8]) -> RuleSummary {
 /// Deleting rules by handle (the firewall plugin's DEL, instead of an
 /// `iptables-restore` run).
 impl NfTables {
-    /// Deletes the rules `handles` (chain, kernel handle) of `table` in one
-    /// transaction: all of them, or none when one fails (a rule already
-    /// gone: `ENOENT`). Handles are never reused within a table, so a
-    /// handle read earlier names that rule or none.
-    pub fn delete_rules(&mut self, table: &str, handles: &[(&str, u64)]) -> Result<(), NetError> {
+    /// Deletes `rules` (family, chain, kernel handle) of the tables named
+    /// `table` in one transaction, whatever the socket's family: all of
+    /// them, or none when one fails (a rule already gone: `ENOENT`).
+    /// Handles are never reused within a table, so a handle read earlier
+    /// names that rule or none.
+    ///
+    /// One transaction for every family, because what a rule deletion
+    /// costs is mostly after it: the kernel frees deleted rules after an
+    /// RCU grace period, and closing an nf_tables socket (or exiting)
+    /// waits for that (`nft_rcv_nl_event` flushes the destroy work), about
+    /// 10 ms here per transaction.
+    pub fn delete_rules(
+        &mut self,
+        table: &str,
+        rules: &[(NfFamily, &str, u64)],
+    ) -> Result<(), NetError> {
         const NFT_MSG_DELRULE: u16 = 8;
-        let msgs = handles
+        let msgs = rules
             .iter()
-            .map(|(chain, handle)| {
+            .map(|(family, chain, handle)| {
                 let mut req = Request::new(
                     (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELRULE,
                     NLM_F_REQUEST,
-                    &[self.af, 0, 0, 0],
+                    &[nfproto(*family), 0, 0, 0],
                 );
                 req.attr(NFTA_RULE_TABLE, &cstr(table));
                 req.attr(NFTA_RULE_CHAIN, &cstr(chain));
@@ -265,7 +279,7 @@ impl NfTables {
         self.conn.batch(
             NFNL_SUBSYS_NFTABLES,
             msgs,
-            &format!("delete {} rules of {table}", handles.len()),
+            &format!("delete {} rules of {table}", rules.len()),
         )
     }
 }
@@ -399,6 +413,21 @@ mod tests {
                 .write_all(b"*filter\n:T - [0:0]\n-A T -s 10.134.0.2/32 -j ACCEPT\n-A T -d 10.134.0.3/32 -j DROP\n-A T -s 10.134.0.4/32 -j RETURN\nCOMMIT\n")
                 .unwrap();
             assert!(child.wait().unwrap().success());
+            let mut child = Command::new("ip6tables-nft-restore")
+                .args(["--noflush", "-w"])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"*filter\n:T - [0:0]\n-A T -s fd21:134::2/128 -j ACCEPT\nCOMMIT\n")
+                .unwrap();
+            assert!(child.wait().unwrap().success());
+            let mut nf6 = NfTables::open(IpFamily::V6).unwrap();
+            let v6 = nf6.chain_rules("filter", "T").unwrap();
+            assert_eq!(v6[0].payloads, [(1, 8, 16)]);
             let mut nf = NfTables::open(IpFamily::V4).unwrap();
             let rules = nf.chain_rules("filter", "T").unwrap();
             assert_eq!(rules.len(), 3);
@@ -411,14 +440,21 @@ mod tests {
             let (a, b, c) = (rules[0].handle, rules[1].handle, rules[2].handle);
             // One handle that does not exist: nothing is deleted.
             let gone = c + 1000;
-            assert!(nf.delete_rules("filter", &[("T", a), ("T", gone)]).is_err());
+            let ip = NfFamily::Ip;
+            assert!(nf.delete_rules("filter", &[(ip, "T", a), (ip, "T", gone)]).is_err());
             assert_eq!(nf.chain_rules("filter", "T").unwrap().len(), 3);
-            nf.delete_rules("filter", &[("T", a), ("T", c)]).unwrap();
+            // Both families in one transaction.
+            let ip6 = NfFamily::Ip6;
+            nf.delete_rules("filter", &[(ip, "T", a), (ip6, "T", v6[0].handle), (ip, "T", c)])
+                .unwrap();
             let left = nf.chain_rules("filter", "T").unwrap();
             assert_eq!(left.len(), 1);
             assert_eq!(left[0].handle, b);
+            assert!(nf6.chain_rules("filter", "T").unwrap().is_empty());
             // Already gone.
-            assert!(nf.delete_rules("filter", &[("T", a)]).is_err());
+            assert!(nf.delete_rules("filter", &[(ip, "T", a)]).is_err());
+            // Not in the ip6 table of that name.
+            assert!(nf.delete_rules("filter", &[(ip6, "T", b)]).is_err());
             nf.delete_rules("filter", &[]).unwrap();
         })
         .unwrap();

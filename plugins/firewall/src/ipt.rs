@@ -567,21 +567,34 @@ fn removal_lines(
 /// where there can be any. Rules already gone are not an error.
 pub fn del(att: &Attachment<'_>, prev_ips: &[IpAddr]) -> Result<(), CniError> {
     let key = att.key();
-    for family in [Family::V4, Family::V6] {
-        let mine: Vec<IpAddr> = prev_ips
+    let of_family = |family: Family| -> Vec<IpAddr> {
+        prev_ips
             .iter()
             .copied()
             .filter(|ip| Family::of(*ip) == family)
-            .collect();
-        if !iptables::usable(family) {
-            continue;
+            .collect()
+    };
+    let families: Vec<Family> = [Family::V4, Family::V6]
+        .into_iter()
+        .filter(|f| iptables::usable(*f))
+        .collect();
+    // Over netlink, both families in one transaction, where that is sure.
+    let mut doomed: Vec<(Family, &str, u64)> = Vec::new();
+    let mut by_text: Vec<Family> = Vec::new();
+    for &family in &families {
+        match doomed_by_handle(family, &key, &of_family(family)) {
+            Some(rules) => doomed.extend(rules.into_iter().map(|(c, h)| (family, c, h))),
+            None => by_text.push(family),
         }
-        if del_by_handle(family, &key, &mine) {
-            continue;
-        }
+    }
+    if !doomed.is_empty() && !iptables::nft_delete(TABLE, &doomed) {
+        // A rule gone meanwhile (nothing was deleted): all by text.
+        by_text = families;
+    }
+    for family in by_text {
         let table = iptables::save_unless_absent(family, TABLE, &[FORWARD_CHAIN, RECORDS_CHAIN])
             .map_err(ipt_err)?;
-        let lines = removal_lines(&table, |k| k == key, &mine);
+        let lines = removal_lines(&table, |k| k == key, &of_family(family));
         iptables::restore(family, TABLE, &lines).map_err(ipt_err)?;
     }
     Ok(())
@@ -650,22 +663,21 @@ fn address_rule_ip(rule: &iptables::RuleSummary) -> Option<IpAddr> {
 }
 
 /// DEL over netlink (nf_tables iptables only): reads the records and the
-/// per-address rules, and deletes this attachment's records and the rules
-/// of its addresses (those of `prev` and the recorded ones, unless another
-/// attachment's record claims the address) by handle, in one transaction.
-/// True when that settled this family, including when there was nothing to
-/// delete. False, with nothing changed, whenever it cannot be sure: legacy
-/// iptables, a failed query, a rule in `CNI-FORWARD` naming one of the
-/// addresses in a form not recognised, or a rule gone meanwhile (the
-/// transaction then fails as a whole). The `iptables-save` path runs then.
-fn del_by_handle(family: Family, key: &str, prev: &[IpAddr]) -> bool {
-    let Some(recs) = nft_records(family) else {
-        return false;
-    };
-    let Some(forward) = iptables::nft_rules(family, TABLE, FORWARD_CHAIN) else {
-        return false;
-    };
-    let mut doomed: Vec<(&str, u64)> = Vec::new();
+/// per-address rules of one family, and returns the handles of this
+/// attachment's records and of the rules of its addresses (those of
+/// `prev` and the recorded ones, unless another attachment's record claims
+/// the address), for [`del`] to delete in one transaction; none when there
+/// is nothing to delete. `None` whenever it cannot be sure: legacy
+/// iptables, a failed query, or a rule in `CNI-FORWARD` naming one of the
+/// addresses in a form not recognised. The `iptables-save` path runs then.
+fn doomed_by_handle(
+    family: Family,
+    key: &str,
+    prev: &[IpAddr],
+) -> Option<Vec<(&'static str, u64)>> {
+    let recs = nft_records(family)?;
+    let forward = iptables::nft_rules(family, TABLE, FORWARD_CHAIN)?;
+    let mut doomed: Vec<(&'static str, u64)> = Vec::new();
     let mut ips: Vec<IpAddr> = prev.to_vec();
     for (ip, _, handle) in recs.iter().filter(|(_, k, _)| k == key) {
         doomed.push((RECORDS_CHAIN, *handle));
@@ -686,10 +698,10 @@ fn del_by_handle(family: Family, key: &str, prev: &[IpAddr]) -> bool {
         }
         match address_rule_ip(rule) {
             Some(ip) if ips.contains(&ip) => doomed.push((FORWARD_CHAIN, rule.handle)),
-            _ => return false,
+            _ => return None,
         }
     }
-    doomed.is_empty() || iptables::nft_delete(family, TABLE, &doomed)
+    Some(doomed)
 }
 
 /// GC: removes the records of `network`'s attachments that are not in
