@@ -35,35 +35,48 @@
 //! Knowing who owns what needs the content of every reservation file: the
 //! reference reads them all on every ADD, DEL and CHECK, so its ADD grows
 //! with the store. This store keeps a cache, the index: a fixed-size
-//! header holding the directory's mtime (and inode) as of the last write,
-//! then one line per reservation, `<hash of content> <address>`. It is the
-//! file `<CACHE_DIR>/<dev>-<ino>` (see [`cache_file`]), outside the
-//! network directory, which holds only what the Go plugin holds there. When
-//! it cannot be read or written (a read-only `/run`, another user), every
-//! session reads everything, as the reference does, without an error. The
-//! last DEL (a full session that leaves no reservation) removes it.
+//! header holding the directory's mtime (and inode) as of the last write
+//! and whether that stamp settles things (below), then one line per
+//! reservation file, `<hash of content> <address>` (`-` for the hash of an
+//! empty or unreadable file). It is the file `<CACHE_DIR>/<dev>-<ino>`
+//! (see [`cache_file`]), outside the network directory, which holds only
+//! what the Go plugin holds there. When it cannot be read or written (a
+//! read-only `/run`, another user), every session reads everything, as the
+//! reference does, without an error. The last DEL (a full session that
+//! leaves no reservation) removes it.
 //!
 //! An ADD whose index header matches the directory's current mtime trusts
-//! the index and lists nothing: one read of the index, a substring search
-//! for the owner's hash, a read of each hit to verify it, then `link`
-//! attempts from the round-robin position (`EEXIST` = taken; after a few
-//! taken candidates in a row the names are listed once, to skip the rest
-//! in memory). New lines are appended and the header restamped at the end.
-//! Before its first change a session zeroes the stamp, so a process killed
-//! half-way leaves an index that the next session will not trust.
+//! the index: one read of the index, a substring search for the owner's
+//! hash, a read of each hit to verify it, then `link` attempts from the
+//! round-robin position (`EEXIST` = taken; after a few taken candidates in
+//! a row the names are listed once, to skip the rest in memory). New lines
+//! are appended and the header restamped at the end. Before its first
+//! change a session zeroes the stamp, so a process killed half-way leaves
+//! an index that the next session will not trust.
+//!
+//! A matching mtime proves that nothing changed only if any change after
+//! the stamp was taken would have moved it. Kernels before 6.13 stamp
+//! changes with a coarse clock (one tick, 1-10 ms), so a reservation made
+//! by another writer (the Go plugin, an admin) right after this plugin's
+//! last write usually keeps the mtime it stamped. The header therefore
+//! says whether its stamp *settles* it ([`stamp_settles`]: the mtime is
+//! later than the coarse clock, which only multigrain timestamps (6.13+)
+//! can be, or a second older): if not, the ADD also lists the directory
+//! (names only, no file read) and trusts the index only if the names are
+//! exactly those of its lines. What a names comparison cannot see is a
+//! foreign writer removing a reservation and making the same address
+//! anew for another owner, both within that tick, on such a kernel.
 //!
 //! When the stamp does not match (the Go plugin or anyone else changed the
-//! directory, a crash, no index yet), or for DEL and GC, the session reads
-//! every file, as the reference does, and rewrites the index.
+//! directory, a crash, no index yet), or the names differ, or for DEL and
+//! GC, the session reads every file, as the reference does, and rewrites
+//! the index.
 //!
 //! Correctness never rests on the index: claims are exclusive (`link`),
 //! every hit is verified by reading the file, DEL and GC read everything,
 //! and CHECK reads everything before failing. What the index can get wrong
 //! is only ADD's "this attachment already has an address" error, and only
-//! if a foreign writer created that attachment's file within the same mtime
-//! tick as our last write, so that the mtime did not move. Kernels with
-//! multigrain timestamps (6.13+: ext4, xfs, btrfs, tmpfs) give a later,
-//! fine-grained mtime to any change after a `stat`, which closes even that.
+//! in the case above.
 
 use crate::allocator;
 use cni_skel::CniError;
@@ -90,7 +103,10 @@ pub const CACHE_DIR: &str = "/run/cni-rcni/host-local";
 /// The ownership cache that earlier versions kept in the network
 /// directory; a writing session removes it.
 const OLD_INDEX_FILE: &str = ".rcni-index";
-const INDEX_MAGIC: &str = "rcni-index v2";
+const INDEX_MAGIC: &str = "rcni-index v3";
+/// The hash field of an empty or unreadable file's index line: not hex,
+/// so no owner's hash ever matches it.
+const NO_OWNER_HASH: &str = "----------------";
 /// Taken candidates in a row after which an ADD lists the directory.
 const LIST_AFTER_TAKEN: u32 = 8;
 
@@ -215,14 +231,30 @@ pub fn probe_unnamed(dir: &Path) -> Option<std::io::Result<()>> {
     }
 }
 
-/// The fixed-size first line of the index. A zero stamp means "not to be
-/// trusted" (a session is changing the directory, or died doing so).
-fn header(stamp: Option<Stamp>) -> String {
-    let (s, ns, ino) = stamp.unwrap_or((0, 0, 0));
-    format!("{INDEX_MAGIC} {s:020} {ns:09} {ino:020}\n")
+/// What an index header says about the directory, besides its stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settled {
+    /// Any later change to the directory moves its mtime away from the
+    /// stamp: a matching stamp proves that nothing changed.
+    Yes,
+    /// The stamp was taken within the mtime's granularity of its change:
+    /// a change right after it may have kept the same mtime, so a matching
+    /// stamp also needs the directory's names to match the index.
+    No,
 }
 
-fn parse_header(text: &str) -> Option<Stamp> {
+/// The fixed-size first line of the index. A zero stamp means "not to be
+/// trusted" (a session is changing the directory, or died doing so).
+fn header(stamp: Option<(Stamp, Settled)>) -> String {
+    let ((s, ns, ino), settled) = stamp.unwrap_or(((0, 0, 0), Settled::No));
+    let flag = match settled {
+        Settled::Yes => 's',
+        Settled::No => 'n',
+    };
+    format!("{INDEX_MAGIC} {s:020} {ns:09} {ino:020} {flag}\n")
+}
+
+fn parse_header(text: &str) -> Option<(Stamp, Settled)> {
     let line = text.get(..header(None).len())?;
     let rest = line.strip_prefix(INDEX_MAGIC)?.strip_suffix('\n')?;
     let mut f = rest.split_ascii_whitespace();
@@ -231,7 +263,81 @@ fn parse_header(text: &str) -> Option<Stamp> {
         f.next()?.parse().ok()?,
         f.next()?.parse().ok()?,
     );
-    (stamp != (0, 0, 0)).then_some(stamp)
+    let settled = match f.next()? {
+        "s" => Settled::Yes,
+        "n" => Settled::No,
+        _ => return None,
+    };
+    (stamp != (0, 0, 0)).then_some((stamp, settled))
+}
+
+/// Whether the directory `dir`, whose mtime is `stamp`'s and was just read
+/// (`stat`), will show any later change as a new mtime.
+///
+/// A kernel stamps a change with its coarse clock (`CLOCK_REALTIME_COARSE`,
+/// one tick: 1-10 ms), cut to the file system's granularity (1 ns, or 1 s
+/// on some). Before 6.13 two changes within one tick get the same mtime,
+/// and a change made right after this session's last one usually is
+/// within its tick. Since 6.13 ext4, xfs, btrfs and tmpfs use multigrain
+/// timestamps: a change after a `stat` gets a fine-grained, newer time.
+///
+/// So the stamp settles the question when, on one of those local file
+/// systems (whose times come from this kernel's clock, unlike NFS):
+/// - the mtime is later than the coarse clock now: only a fine-grained
+///   (multigrain) timestamp can be, and the `stat` just made guarantees the
+///   next change a newer one; or
+/// - the coarse clock is a second or more past the mtime: any later change
+///   gets a later time, whatever the granularity.
+///
+/// Otherwise (a coarse kernel, within the tick; another file system) the
+/// next session compares the names too.
+fn stamp_settles(dir: &Path, stamp: Stamp) -> Settled {
+    use nix::sys::statfs::{BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, TMPFS_MAGIC, XFS_SUPER_MAGIC};
+    let Ok(now) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE) else {
+        return Settled::No;
+    };
+    let local_clock = nix::sys::statfs::statfs(dir).is_ok_and(|s| {
+        [
+            EXT4_SUPER_MAGIC,
+            XFS_SUPER_MAGIC,
+            BTRFS_SUPER_MAGIC,
+            TMPFS_MAGIC,
+        ]
+        .contains(&s.filesystem_type())
+    });
+    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    let mtime = ns(stamp.0, stamp.1);
+    let coarse_now = ns(now.tv_sec(), now.tv_nsec());
+    if local_clock && (mtime > coarse_now || coarse_now - mtime >= 1_000_000_000) {
+        Settled::Yes
+    } else {
+        Settled::No
+    }
+}
+
+/// An index line: the hash of the file's trimmed content and its name.
+/// Empty and unreadable files get a line too (a hash no owner can match),
+/// so that the lines name every reservation file.
+fn index_line(content: Option<&[u8]>, name: &str) -> String {
+    match content.filter(|c| !c.is_empty()) {
+        Some(c) => format!("{:016x} {name}\n", fnv(c)),
+        None => format!("{NO_OWNER_HASH} {name}\n"),
+    }
+}
+
+/// The addresses the lines of index `text` name; `None` when a line is
+/// torn or unreadable (the index is then not trusted).
+fn index_addresses(text: &str) -> Option<HashSet<IpAddr>> {
+    let body = text.get(header(None).len()..)?;
+    if !body.is_empty() && !body.ends_with('\n') {
+        return None;
+    }
+    body.lines()
+        .map(|line| {
+            let (_, name) = line.split_once(' ')?;
+            name.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
+        })
+        .collect()
 }
 
 /// Reads a reservation file's trimmed content; `None` when unreadable.
@@ -283,6 +389,9 @@ pub struct Store {
     /// Writers remove dead processes' temp files and an old in-directory
     /// index; readers (CHECK) change nothing in the directory.
     writer: bool,
+    /// Tests: what [`stamp_settles`] would say, fixed (a coarse or a
+    /// multigrain kernel), instead of asking the clock.
+    settling: Option<Settled>,
 }
 
 /// How a session learns who owns what.
@@ -328,7 +437,22 @@ impl Store {
             lock,
             cache_dir: PathBuf::from(CACHE_DIR),
             writer,
+            settling: None,
         }
+    }
+
+    /// Tests: decide [`Settled`] as `settled` rather than by the clock.
+    #[cfg(test)]
+    fn assume_settled(mut self, settled: Settled) -> Store {
+        self.settling = Some(settled);
+        self
+    }
+
+    /// Whether the directory's mtime `stamp`, just read, settles whether
+    /// it changed later ([`stamp_settles`]).
+    fn settles(&self, stamp: Stamp) -> Settled {
+        self.settling
+            .unwrap_or_else(|| stamp_settles(&self.dir, stamp))
     }
 
     /// Keeps the index under `cache_dir` instead of [`CACHE_DIR`].
@@ -409,11 +533,13 @@ impl Store {
             .map(|m| self.cache_dir.join(cache_name(m.dev(), m.ino())))
             .ok();
         let before = dir_stamp(&self.dir).ok();
-        let trusted = index_path.as_ref().is_some_and(|p| {
+        // The trusted index's header: whether its stamp settled things.
+        let trusted = index_path.as_ref().and_then(|p| {
             fs::read(p)
                 .ok()
                 .and_then(|b| parse_header(&String::from_utf8_lossy(&b)))
-                .is_some_and(|s| Some(s) == before)
+                .filter(|(s, _)| Some(*s) == before)
+                .map(|(_, settled)| settled)
         });
         let path = self
             .dir
@@ -425,11 +551,20 @@ impl Store {
             .open(&path)
             .and_then(|_| fs::remove_file(&path))
             .map_err(|e| io_err("cannot write", &path, e));
-        if let Some(index_path) = index_path.filter(|_| trusted) {
+        if let (Some(index_path), Some(settled)) = (index_path, trusted) {
+            // The temp name changed no reservation: the lines still hold, and
+            // an unsettled stamp stays unsettled (the names are compared).
             let restamp = OpenOptions::new()
                 .write(true)
                 .open(&index_path)
-                .and_then(|f| f.write_all_at(header(Some(dir_stamp(&self.dir)?)).as_bytes(), 0));
+                .and_then(|f| {
+                    let stamp = dir_stamp(&self.dir)?;
+                    let settled = match settled {
+                        Settled::Yes => self.settles(stamp),
+                        Settled::No => Settled::No,
+                    };
+                    f.write_all_at(header(Some((stamp, settled))).as_bytes(), 0)
+                });
             if let Err(e) = restamp {
                 log::debug!("cannot restamp {}: {e}", index_path.display());
             }
@@ -546,18 +681,44 @@ impl Session<'_> {
         let trusted = fs::read(&self.index_path)
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
-            .filter(|text| parse_header(text) == Some(stamp));
+            .and_then(|text| match parse_header(&text) {
+                Some((s, settled)) if s == stamp => Some((text, settled)),
+                _ => None,
+            });
         match (sync, trusted) {
-            (Sync::Fast, Some(text)) => {
-                self.index = Some(text);
-                self.stats.index_used = true;
+            (Sync::Fast, Some((text, settled))) => {
+                // An unsettled stamp may have missed a change made within its
+                // tick: trusted only if the directory names what the index does.
+                if settled == Settled::Yes || self.same_names(&text) {
+                    self.index = Some(text);
+                    self.stats.index_used = true;
+                    return Ok(());
+                }
+                self.heal = true;
+                self.scan()
+            }
+            (Sync::Full, Some((text, Settled::No))) => {
+                self.scan()?;
+                self.heal = index_addresses(&text) != self.names;
                 Ok(())
             }
-            (_, trusted) => {
-                self.heal = trusted.is_none();
+            (Sync::Full, Some((_, Settled::Yes))) => self.scan(),
+            (_, None) => {
+                self.heal = true;
                 self.scan()
             }
         }
+    }
+
+    /// Whether the directory's reservation files are exactly those that
+    /// the lines of the index `text` name. Lists the directory (names
+    /// only: no file is read), and keeps the names for [`Session::claim`].
+    fn same_names(&mut self, text: &str) -> bool {
+        let Some(indexed) = index_addresses(text) else {
+            return false;
+        };
+        self.list_names();
+        self.names.as_ref().is_some_and(|names| *names == indexed)
     }
 
     /// Lists the directory and reads every reservation file; a writer
@@ -816,8 +977,7 @@ impl Session<'_> {
                 self.drop_claim_tmp();
                 self.taken_in_a_row = 0;
                 if !self.full() {
-                    let line = format!("{:016x} {name}\n", fnv(&key));
-                    self.appended.push((ip, line));
+                    self.appended.push((ip, index_line(Some(&key), &name)));
                 }
                 if let Some(n) = &mut self.names {
                     n.insert(ip);
@@ -1028,9 +1188,7 @@ impl Session<'_> {
             lines.sort_by_key(|(ip, _)| **ip);
             let mut text = header(None);
             for (_, k) in lines {
-                if let Some(c) = k.content.as_deref().filter(|c| !c.is_empty()) {
-                    text.push_str(&format!("{:016x} {}\n", fnv(c), k.name));
-                }
+                text.push_str(&index_line(k.content.as_deref(), &k.name));
             }
             // Overwrite, then cut: truncating to zero first would make
             // ext4 flush the file on close (auto_da_alloc).
@@ -1056,7 +1214,8 @@ impl Session<'_> {
             }
         }
         let stamp = dir_stamp(&self.store.dir)?;
-        f.write_all_at(header(Some(stamp)).as_bytes(), 0)
+        let settled = self.store.settles(stamp);
+        f.write_all_at(header(Some((stamp, settled))).as_bytes(), 0)
     }
 }
 

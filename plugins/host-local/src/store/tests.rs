@@ -25,11 +25,21 @@ impl TempDir {
     fn cache(&self) -> PathBuf {
         self.0.join("cache")
     }
-    /// A store of `net()`, with its cache in `cache()`.
+    /// A store of `net()`, with its cache in `cache()`, on a kernel whose
+    /// stamps always settle (multigrain timestamps), whatever this one does.
     fn store(&self) -> Store {
+        self.store_settling(Settled::Yes)
+    }
+    /// The same on a kernel with coarse timestamps, where a stamp taken
+    /// right after a change never settles.
+    fn store_coarse(&self) -> Store {
+        self.store_settling(Settled::No)
+    }
+    fn store_settling(&self, settled: Settled) -> Store {
         Store::create(&self.net())
             .unwrap()
             .with_cache_dir(self.cache())
+            .assume_settled(settled)
     }
     /// The index file of `net()`.
     fn index(&self) -> PathBuf {
@@ -296,7 +306,7 @@ fn untrusted_index_falls_back_to_reading() {
     }
     let path = t.index();
     let good = fs::read_to_string(&path).unwrap();
-    assert!(good.starts_with("rcni-index v2 "), "{good}");
+    assert!(good.starts_with("rcni-index v3 "), "{good}");
     assert!(s.session(Sync::Fast).unwrap().stats().index_used);
     // a zeroed stamp: a session died while changing the directory
     let zeroed = format!("{}{}", header(None), &good[header(None).len()..]);
@@ -305,6 +315,8 @@ fn untrusted_index_falls_back_to_reading() {
         "",
         "garbage\n",
         "rcni-index v2 1 2 3\n",
+        &good.replace("rcni-index v3", "rcni-index v2"),
+        &good.replacen(" s\n", " x\n", 1),
         &good[..20],
     ] {
         fs::write(&path, bad).unwrap();
@@ -606,4 +618,138 @@ fn without_o_tmpfile_named_temp_files_are_used_and_removed() {
         fs::read(t.net().join("last_reserved_ip.0")).unwrap(),
         b"10.0.1.0"
     );
+}
+
+/// Sets the mtime of `dir` to `(s, ns)`.
+fn set_mtime(dir: &Path, (s, ns): (i64, i64)) {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::new(s as u64, ns as u32);
+    File::open(dir)
+        .unwrap()
+        .set_times(fs::FileTimes::new().set_modified(t))
+        .unwrap();
+}
+
+fn mtime(dir: &Path) -> (i64, i64) {
+    let m = fs::metadata(dir).unwrap();
+    (m.mtime(), m.mtime_nsec())
+}
+
+/// The race of kernels before 6.13 (coarse timestamps), made
+/// deterministic: a foreign writer (the Go plugin, an admin) creates a
+/// reservation right after an ADD, within the same clock tick, so the
+/// directory's mtime does not move. Here the mtime is put back by hand.
+#[test]
+fn a_reservation_made_within_the_stamps_tick_is_seen() {
+    let t = TempDir::new("tick");
+    let s = t.store_coarse();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        ss.reserve("a", "eth0", ip("10.0.0.2"), 0).unwrap();
+    }
+    assert!(
+        fs::read_to_string(t.index())
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with(" n")
+    );
+    let before = mtime(&t.net());
+    fs::write(t.net().join("10.0.0.9"), "foreign\r\neth0").unwrap();
+    set_mtime(&t.net(), before);
+    assert_eq!(mtime(&t.net()), before);
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        // the names differ from the index's: everything is read
+        assert!(!ss.stats().index_used && ss.stats().listed);
+        assert_eq!(ss.owned_by("foreign", "eth0"), [ip("10.0.0.9")]);
+        assert!(alloc::get(&set24("10.0.0.0/24"), 0, &mut ss, "foreign", "eth0", None).is_err());
+    }
+    // and the index now names it
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(ss.stats().index_used);
+    assert_eq!(ss.owned_by("foreign", "eth0"), [ip("10.0.0.9")]);
+    drop(ss);
+
+    // What trusting the stamp alone (the rule before) would do: miss it.
+    let t = TempDir::new("tick-stamp-only");
+    let s = t.store();
+    s.session(Sync::Fast)
+        .unwrap()
+        .reserve("a", "eth0", ip("10.0.0.2"), 0)
+        .unwrap();
+    let before = mtime(&t.net());
+    fs::write(t.net().join("10.0.0.9"), "foreign\r\neth0").unwrap();
+    set_mtime(&t.net(), before);
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(ss.stats().index_used);
+    assert!(ss.owned_by("foreign", "eth0").is_empty());
+}
+
+#[test]
+fn an_unsettled_index_costs_a_listing_and_no_reads() {
+    let t = TempDir::new("unsettled");
+    let s = t.store_coarse();
+    fs::write(t.net().join("10.0.0.40"), "").unwrap(); // empty (a crash of the Go plugin)
+    fs::write(t.net().join("10.0.0.41"), [0xff, 0xfe]).unwrap();
+    fs::write(t.net().join("notes"), "not a reservation").unwrap();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        for i in 2..30 {
+            ss.claim(&format!("c{i}"), "eth0", ip(&format!("10.0.0.{i}")))
+                .unwrap();
+        }
+    }
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(ss.stats().index_used && ss.stats().listed);
+    assert!(ss.owned_by("nobody", "eth0").is_empty());
+    assert_eq!(ss.owned_by("c7", "eth0"), [ip("10.0.0.7")]);
+    assert_eq!(ss.stats().files_read, 1);
+    // the listing tells taken from free without a link attempt
+    assert!(!ss.claim("x", "eth0", ip("10.0.0.40")).unwrap());
+    assert!(ss.claim("x", "eth0", ip("10.0.0.30")).unwrap());
+    drop(ss);
+    // a removed file is a difference too
+    let before = mtime(&t.net());
+    fs::remove_file(t.net().join("10.0.0.5")).unwrap();
+    set_mtime(&t.net(), before);
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(!ss.stats().index_used);
+    assert!(ss.owned_by("c5", "eth0").is_empty());
+    assert_eq!(ss.stats().files_read, 30);
+    drop(ss);
+    // a full session that finds the names as indexed leaves the index be
+    let text = fs::read_to_string(t.index()).unwrap();
+    drop(s.session(Sync::Full).unwrap());
+    assert_eq!(fs::read_to_string(t.index()).unwrap(), text);
+}
+
+#[test]
+fn stamps_settle_when_no_later_change_can_keep_the_mtime() {
+    use nix::sys::statfs::{BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, TMPFS_MAGIC, XFS_SUPER_MAGIC};
+    let t = TempDir::new("settle");
+    let s = t.store_settling(Settled::No);
+    let dir = s.dir().to_path_buf();
+    let local = [
+        EXT4_SUPER_MAGIC,
+        XFS_SUPER_MAGIC,
+        BTRFS_SUPER_MAGIC,
+        TMPFS_MAGIC,
+    ]
+    .contains(&nix::sys::statfs::statfs(&dir).unwrap().filesystem_type());
+    let coarse = |d: i64| {
+        let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE).unwrap();
+        (now.tv_sec() + d, now.tv_nsec())
+    };
+    let settles = |m: (i64, i64)| {
+        set_mtime(&dir, m);
+        stamp_settles(&dir, dir_stamp(&dir).unwrap())
+    };
+    // changed in this very tick (a coarse kernel, right after a change)
+    assert_eq!(settles(coarse(0)), Settled::No);
+    let far = if local { Settled::Yes } else { Settled::No };
+    // later than the coarse clock: only a multigrain timestamp can be
+    assert_eq!(settles(coarse(30)), far);
+    // a second or more ago: a later change gets a later time
+    assert_eq!(settles(coarse(-2)), far);
 }
