@@ -292,7 +292,9 @@ fn parse_header(text: &str) -> Option<(Stamp, Settled)> {
 /// Otherwise (a coarse kernel, within the tick; another file system) the
 /// next session compares the names too.
 fn stamp_settles(dir: &Path, stamp: Stamp) -> Settled {
-    use nix::sys::statfs::{BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, TMPFS_MAGIC, XFS_SUPER_MAGIC};
+    use nix::sys::statfs::{BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, FsType, TMPFS_MAGIC};
+    // nix leaves XFS_SUPER_MAGIC out on musl.
+    const XFS_SUPER_MAGIC: FsType = FsType(0x5846_5342);
     let Ok(now) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE) else {
         return Settled::No;
     };

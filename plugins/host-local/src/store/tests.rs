@@ -726,7 +726,8 @@ fn an_unsettled_index_costs_a_listing_and_no_reads() {
 
 #[test]
 fn stamps_settle_when_no_later_change_can_keep_the_mtime() {
-    use nix::sys::statfs::{BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, TMPFS_MAGIC, XFS_SUPER_MAGIC};
+    use nix::sys::statfs::{BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, FsType, TMPFS_MAGIC};
+    const XFS_SUPER_MAGIC: FsType = FsType(0x5846_5342);
     let t = TempDir::new("settle");
     let s = t.store_settling(Settled::No);
     let dir = s.dir().to_path_buf();
