@@ -35,8 +35,9 @@
 //! Knowing who owns what needs the content of every reservation file: the
 //! reference reads them all on every ADD, DEL and CHECK, so its ADD grows
 //! with the store. This store keeps a cache, the index: a fixed-size
-//! header holding the directory's mtime (and inode) as of the last write
-//! and whether that stamp settles things (below), then one line per
+//! header holding the directory's mtime (and inode) as of the last write,
+//! whether that stamp settles things and a digest of the directory's
+//! names (below), then one line per
 //! reservation file, `<hash of content> <address>` (`-` for the hash of an
 //! empty or unreadable file). It is the file `<CACHE_DIR>/<dev>-<ino>`
 //! (see [`cache_file`]), outside the network directory, which holds only
@@ -59,13 +60,15 @@
 //! changes with a coarse clock (one tick, 1-10 ms), so a reservation made
 //! by another writer (the Go plugin, an admin) right after this plugin's
 //! last write usually keeps the mtime it stamped. The header therefore
-//! says whether its stamp *settles* it ([`stamp_settles`]: the mtime is
-//! later than the coarse clock, which only multigrain timestamps (6.13+)
-//! can be, or a second older): if not, the ADD also lists the directory
-//! (names only, no file read) and trusts the index only if the names are
-//! exactly those of its lines. What a names comparison cannot see is a
-//! foreign writer removing a reservation and making the same address
-//! anew for another owner, both within that tick, on such a kernel.
+//! says whether its stamp *settles* it ([`stamp_settles`]: multigrain
+//! timestamps, 6.13+ on ext4, xfs, btrfs and tmpfs, or a stamp a second
+//! old), and holds a digest of the directory's names (how many look like
+//! addresses, and the sum of their hashes). If the stamp does not settle
+//! it, the ADD also lists the directory (names only, no file read) and
+//! trusts the index only if the names add up to the same digest. What that
+//! cannot see is a foreign writer removing a reservation and making the
+//! same address anew for another owner, both within that tick, on such a
+//! kernel.
 //!
 //! When the stamp does not match (the Go plugin or anyone else changed the
 //! directory, a crash, no index yet), or the names differ, or for DEL and
@@ -243,18 +246,73 @@ enum Settled {
     No,
 }
 
+/// What the names of a directory's reservation files add up to: how many
+/// names look like addresses ([`looks_like_address`]), and the wrapping sum
+/// of their hashes. Order-free, so a listing is checked against it in one
+/// pass, with no parsing and no set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct NamesDigest {
+    count: u64,
+    sum: u64,
+}
+
+impl NamesDigest {
+    fn add(&mut self, name: &[u8]) {
+        self.count = self.count.wrapping_add(1);
+        self.sum = self.sum.wrapping_add(fnv(name));
+    }
+
+    fn remove(&mut self, name: &[u8]) {
+        self.count = self.count.wrapping_sub(1);
+        self.sum = self.sum.wrapping_sub(fnv(name));
+    }
+
+    /// The digest of the names in `dir`, from one listing (no `stat`, no
+    /// allocation per name).
+    fn of_listing(dir: &Path) -> std::io::Result<NamesDigest> {
+        use nix::fcntl::OFlag;
+        let mut d = nix::dir::Dir::open(
+            dir,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )?;
+        let mut digest = NamesDigest::default();
+        for entry in d.iter() {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if looks_like_address(name) {
+                digest.add(name);
+            }
+        }
+        Ok(digest)
+    }
+}
+
+/// Whether a directory entry's name may be an address: only hex digits,
+/// dots and colons, not starting with a dot (`.`, `..`). Cheaper than
+/// parsing; [`NamesDigest`] counts these names, whether they parse or
+/// not, the same way on every path.
+fn looks_like_address(name: &[u8]) -> bool {
+    name.first().is_some_and(|c| *c != b'.')
+        && name
+            .iter()
+            .all(|c| c.is_ascii_hexdigit() || *c == b'.' || *c == b':')
+}
+
 /// The fixed-size first line of the index. A zero stamp means "not to be
 /// trusted" (a session is changing the directory, or died doing so).
-fn header(stamp: Option<(Stamp, Settled)>) -> String {
-    let ((s, ns, ino), settled) = stamp.unwrap_or(((0, 0, 0), Settled::No));
+fn header(stamp: Option<(Stamp, Settled, NamesDigest)>) -> String {
+    let ((s, ns, ino), settled, names) =
+        stamp.unwrap_or(((0, 0, 0), Settled::No, NamesDigest::default()));
     let flag = match settled {
         Settled::Yes => 's',
         Settled::No => 'n',
     };
-    format!("{INDEX_MAGIC} {s:020} {ns:09} {ino:020} {flag}\n")
+    let (count, sum) = (names.count, names.sum);
+    format!("{INDEX_MAGIC} {s:020} {ns:09} {ino:020} {flag} {count:020} {sum:016x}\n")
 }
 
-fn parse_header(text: &str) -> Option<(Stamp, Settled)> {
+fn parse_header(text: &str) -> Option<(Stamp, Settled, NamesDigest)> {
     let line = text.get(..header(None).len())?;
     let rest = line.strip_prefix(INDEX_MAGIC)?.strip_suffix('\n')?;
     let mut f = rest.split_ascii_whitespace();
@@ -268,37 +326,37 @@ fn parse_header(text: &str) -> Option<(Stamp, Settled)> {
         "n" => Settled::No,
         _ => return None,
     };
-    (stamp != (0, 0, 0)).then_some((stamp, settled))
+    let names = NamesDigest {
+        count: f.next()?.parse().ok()?,
+        sum: u64::from_str_radix(f.next()?, 16).ok()?,
+    };
+    (stamp != (0, 0, 0)).then_some((stamp, settled, names))
 }
 
 /// Whether the directory `dir`, whose mtime is `stamp`'s and was just read
 /// (`stat`), will show any later change as a new mtime.
 ///
 /// A kernel stamps a change with its coarse clock (`CLOCK_REALTIME_COARSE`,
-/// one tick: 1-10 ms), cut to the file system's granularity (1 ns, or 1 s
-/// on some). Before 6.13 two changes within one tick get the same mtime,
-/// and a change made right after this session's last one usually is
-/// within its tick. Since 6.13 ext4, xfs, btrfs and tmpfs use multigrain
-/// timestamps: a change after a `stat` gets a fine-grained, newer time.
+/// one tick: 1-10 ms), cut to the file system's granularity. Before 6.13
+/// two changes within one tick get the same mtime, and a change made right
+/// after this session's last one usually is within its tick. Since 6.13
+/// ext4, xfs, btrfs and tmpfs have multigrain timestamps: once the times
+/// have been read (`stat`), the next change gets a fine-grained, later one.
 ///
-/// So the stamp settles the question when, on one of those local file
-/// systems (whose times come from this kernel's clock, unlike NFS):
-/// - the mtime is later than the coarse clock now: only a fine-grained
-///   (multigrain) timestamp can be, and the `stat` just made guarantees the
-///   next change a newer one; or
-/// - the coarse clock is a second or more past the mtime: any later change
-///   gets a later time, whatever the granularity.
+/// So the stamp settles the question on one of those file systems (local:
+/// their times come from this kernel's clock, unlike NFS's) when
+/// - the kernel is 6.13 or later and the mtime has nanoseconds (the file
+///   system keeps more than seconds), or
+/// - the coarse clock is a second or more past the mtime: a later change
+///   gets a later time, whatever the kernel and granularity.
 ///
-/// Otherwise (a coarse kernel, within the tick; another file system) the
+/// Otherwise (older kernels, right after a change; other file systems) the
 /// next session compares the names too.
 fn stamp_settles(dir: &Path, stamp: Stamp) -> Settled {
     use nix::sys::statfs::{BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, FsType, TMPFS_MAGIC};
     // nix leaves XFS_SUPER_MAGIC out on musl.
     const XFS_SUPER_MAGIC: FsType = FsType(0x5846_5342);
-    let Ok(now) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE) else {
-        return Settled::No;
-    };
-    let local_clock = nix::sys::statfs::statfs(dir).is_ok_and(|s| {
+    let multigrain_fs = nix::sys::statfs::statfs(dir).is_ok_and(|s| {
         [
             EXT4_SUPER_MAGIC,
             XFS_SUPER_MAGIC,
@@ -307,14 +365,39 @@ fn stamp_settles(dir: &Path, stamp: Stamp) -> Settled {
         ]
         .contains(&s.filesystem_type())
     });
+    if !multigrain_fs {
+        return Settled::No;
+    }
+    let (mtime_s, mtime_ns, _) = stamp;
+    if mtime_ns != 0 && kernel_has_multigrain_timestamps() {
+        return Settled::Yes;
+    }
+    let Ok(now) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE) else {
+        return Settled::No;
+    };
     let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
-    let mtime = ns(stamp.0, stamp.1);
-    let coarse_now = ns(now.tv_sec(), now.tv_nsec());
-    if local_clock && (mtime > coarse_now || coarse_now - mtime >= 1_000_000_000) {
+    if ns(now.tv_sec(), now.tv_nsec()) - ns(mtime_s, mtime_ns) >= 1_000_000_000 {
         Settled::Yes
     } else {
         Settled::No
     }
+}
+
+/// Whether the running kernel is 6.13 or later (multigrain timestamps).
+fn kernel_has_multigrain_timestamps() -> bool {
+    nix::sys::utsname::uname()
+        .is_ok_and(|uts| release_has_multigrain_timestamps(&uts.release().to_string_lossy()))
+}
+
+/// Whether a kernel release (`uname -r`: "6.1.0-28-amd64") is 6.13 or later.
+fn release_has_multigrain_timestamps(release: &str) -> bool {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().ok());
+    matches!(
+        (parts.next().flatten(), parts.next().flatten()),
+        (Some(major), Some(minor)) if (major, minor) >= (6, 13)
+    )
 }
 
 /// An index line: the hash of the file's trimmed content and its name.
@@ -325,21 +408,6 @@ fn index_line(content: Option<&[u8]>, name: &str) -> String {
         Some(c) => format!("{:016x} {name}\n", fnv(c)),
         None => format!("{NO_OWNER_HASH} {name}\n"),
     }
-}
-
-/// The addresses the lines of index `text` name; `None` when a line is
-/// torn or unreadable (the index is then not trusted).
-fn index_addresses(text: &str) -> Option<HashSet<IpAddr>> {
-    let body = text.get(header(None).len()..)?;
-    if !body.is_empty() && !body.ends_with('\n') {
-        return None;
-    }
-    body.lines()
-        .map(|line| {
-            let (_, name) = line.split_once(' ')?;
-            name.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
-        })
-        .collect()
 }
 
 /// Reads a reservation file's trimmed content; `None` when unreadable.
@@ -540,8 +608,8 @@ impl Store {
             fs::read(p)
                 .ok()
                 .and_then(|b| parse_header(&String::from_utf8_lossy(&b)))
-                .filter(|(s, _)| Some(*s) == before)
-                .map(|(_, settled)| settled)
+                .filter(|(s, ..)| Some(*s) == before)
+                .map(|(_, settled, names)| (settled, names))
         });
         let path = self
             .dir
@@ -553,7 +621,7 @@ impl Store {
             .open(&path)
             .and_then(|_| fs::remove_file(&path))
             .map_err(|e| io_err("cannot write", &path, e));
-        if let (Some(index_path), Some(settled)) = (index_path, trusted) {
+        if let (Some(index_path), Some((settled, names))) = (index_path, trusted) {
             // The temp name changed no reservation: the lines still hold, and
             // an unsettled stamp stays unsettled (the names are compared).
             let restamp = OpenOptions::new()
@@ -565,7 +633,7 @@ impl Store {
                         Settled::Yes => self.settles(stamp),
                         Settled::No => Settled::No,
                     };
-                    f.write_all_at(header(Some((stamp, settled))).as_bytes(), 0)
+                    f.write_all_at(header(Some((stamp, settled, names))).as_bytes(), 0)
                 });
             if let Err(e) = restamp {
                 log::debug!("cannot restamp {}: {e}", index_path.display());
@@ -584,6 +652,7 @@ impl Store {
             index: None,
             files: HashMap::new(),
             names: None,
+            names_digest: NamesDigest::default(),
             appended: Vec::new(),
             changed: false,
             heal: false,
@@ -642,6 +711,9 @@ pub struct Session<'a> {
     files: HashMap<IpAddr, Option<Known>>,
     /// Every address with a file, when the directory was listed.
     names: Option<HashSet<IpAddr>>,
+    /// The directory's names, as of the last listing or the trusted index,
+    /// and this session's changes since.
+    names_digest: NamesDigest,
     /// Index lines to append (fast sessions).
     appended: Vec<(IpAddr, String)>,
     /// The directory was changed (and the index stamp zeroed).
@@ -684,43 +756,40 @@ impl Session<'_> {
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
             .and_then(|text| match parse_header(&text) {
-                Some((s, settled)) if s == stamp => Some((text, settled)),
+                Some((s, settled, names)) if s == stamp => Some((text, settled, names)),
                 _ => None,
             });
         match (sync, trusted) {
-            (Sync::Fast, Some((text, settled))) => {
+            (Sync::Fast, Some((text, settled, names))) => {
                 // An unsettled stamp may have missed a change made within its
-                // tick: trusted only if the directory names what the index does.
-                if settled == Settled::Yes || self.same_names(&text) {
-                    self.index = Some(text);
-                    self.stats.index_used = true;
-                    return Ok(());
+                // tick: trusted only if the directory's names are still those
+                // the index was written for (one listing, no file read).
+                if settled == Settled::No {
+                    self.stats.listed = true;
+                    match NamesDigest::of_listing(&dir) {
+                        Ok(listed) if listed == names => {}
+                        Ok(_) => {
+                            self.heal = true;
+                            return self.scan();
+                        }
+                        Err(e) => return Err(io_err("failed to list", &dir, e)),
+                    }
                 }
-                self.heal = true;
-                self.scan()
-            }
-            (Sync::Full, Some((text, Settled::No))) => {
-                self.scan()?;
-                self.heal = index_addresses(&text) != self.names;
+                self.index = Some(text);
+                self.names_digest = names;
+                self.stats.index_used = true;
                 Ok(())
             }
-            (Sync::Full, Some((_, Settled::Yes))) => self.scan(),
+            (Sync::Full, Some((_, settled, names))) => {
+                self.scan()?;
+                self.heal = settled == Settled::No && self.names_digest != names;
+                Ok(())
+            }
             (_, None) => {
                 self.heal = true;
                 self.scan()
             }
         }
-    }
-
-    /// Whether the directory's reservation files are exactly those that
-    /// the lines of the index `text` name. Lists the directory (names
-    /// only: no file is read), and keeps the names for [`Session::claim`].
-    fn same_names(&mut self, text: &str) -> bool {
-        let Some(indexed) = index_addresses(text) else {
-            return false;
-        };
-        self.list_names();
-        self.names.as_ref().is_some_and(|names| *names == indexed)
     }
 
     /// Lists the directory and reads every reservation file; a writer
@@ -731,9 +800,13 @@ impl Session<'_> {
         let mut names = HashSet::new();
         let mut stale = Vec::new();
         let rd = fs::read_dir(&dir).map_err(|e| io_err("failed to list", &dir, e))?;
+        let mut digest = NamesDigest::default();
         for de in rd {
             let de = de.map_err(|e| io_err("failed to list", &dir, e))?;
             let name = de.file_name();
+            if looks_like_address(name.as_encoded_bytes()) {
+                digest.add(name.as_encoded_bytes());
+            }
             let Some(name) = name.to_str() else { continue };
             if name.starts_with(TMP_PREFIX) || name == OLD_INDEX_FILE {
                 if self.store.writer {
@@ -755,6 +828,7 @@ impl Session<'_> {
         }
         self.stats.listed = true;
         self.names = Some(names);
+        self.names_digest = digest;
         for name in stale {
             self.will_change();
             match fs::remove_file(dir.join(&name)) {
@@ -977,6 +1051,7 @@ impl Session<'_> {
             Ok(()) => {
                 // The temp name is spent: each reservation gets its own inode.
                 self.drop_claim_tmp();
+                self.names_digest.add(name.as_bytes());
                 self.taken_in_a_row = 0;
                 if !self.full() {
                     self.appended.push((ip, index_line(Some(&key), &name)));
@@ -1091,7 +1166,11 @@ impl Session<'_> {
             _ => path,
         };
         match fs::remove_file(&path) {
-            Ok(()) => {}
+            Ok(()) => {
+                if let Some(name) = path.file_name() {
+                    self.names_digest.remove(name.as_encoded_bytes());
+                }
+            }
             Err(err) if err.kind() == ErrorKind::NotFound => {}
             Err(err) => return Err(io_err("failed to release", &path, err)),
         }
@@ -1217,7 +1296,10 @@ impl Session<'_> {
         }
         let stamp = dir_stamp(&self.store.dir)?;
         let settled = self.store.settles(stamp);
-        f.write_all_at(header(Some((stamp, settled))).as_bytes(), 0)
+        f.write_all_at(
+            header(Some((stamp, settled, self.names_digest))).as_bytes(),
+            0,
+        )
     }
 }
 
