@@ -348,9 +348,18 @@ fn kill9(plugin: &'static str, n: u8) {
     // and the fastest undisturbed ADD from exec to exit (not the first ones,
     // which create the shared things) bounds the kill moments.
     let warm = format!("kx{n}w");
+    // On a loaded machine a fast plugin can exit before its exec is seen:
+    // warm up until two runs were timed from their exec (the spawn-to-exit
+    // time bounds the window when none is, after 20 runs).
     let mut fastest = Duration::MAX;
-    for i in 0..4 {
+    let mut fastest_from_spawn = Duration::MAX;
+    let mut timed = 0;
+    for i in 0..20 {
+        if i >= 4 && timed >= 2 {
+            break;
+        }
         let conf = (lab.conf)(i);
+        let spawned = Instant::now();
         let mut child = start(
             &lab.host,
             &bin(plugin),
@@ -360,12 +369,19 @@ fn kill9(plugin: &'static str, n: u8) {
         let execd = wait_exec(&child, plugin);
         let t = Instant::now();
         let status = child.wait().unwrap();
-        if i >= 2 && execd {
-            fastest = fastest.min(t.elapsed());
+        if i >= 2 {
+            fastest_from_spawn = fastest_from_spawn.min(spawned.elapsed());
+            if execd {
+                fastest = fastest.min(t.elapsed());
+                timed += 1;
+            }
         }
         assert!(status.success(), "{plugin} warm-up ADD failed");
         let out = lab.run("DEL", &warm, &conf);
         assert_eq!(out.code, 0, "{plugin} DEL: {out:?}");
+    }
+    if fastest == Duration::MAX {
+        fastest = fastest_from_spawn;
     }
     let baseline = snapshot(&lab.host);
     let container_links = lab.container_state();
