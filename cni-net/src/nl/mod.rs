@@ -14,7 +14,9 @@
 //!   family's code into every binary).
 //! - [`gaps`]: the few things the crates do not type, hand-written in one
 //!   place, each naming the missing crate type.
-//! - [`nfnl`]: the netfilter queries' requests, hand-built (size: see there).
+//! - [`nfm`]: [`Nfm<T>`](nfm::Nfm), the same for nfnetlink (nf_tables chain
+//!   lookup and rule listing, conntrack) with netlink-packet-netfilter's
+//!   message bodies.
 //!
 //! # Adding an operation
 //!
@@ -52,6 +54,8 @@
 //! instead of sending them: compare the bytes with what iproute2 sends.
 
 pub(crate) mod gaps;
+pub(crate) mod nfm;
+#[cfg(test)]
 pub(crate) mod nfnl;
 pub(crate) mod rtm;
 pub(crate) mod socket;
