@@ -547,3 +547,54 @@ fn hostile_requests_leave_the_daemon_serving() {
     assert_eq!(lan.leases().lines().count(), 1, "{}", lan.leases());
     call("DEL", "dhcpd-hostile-ok", &c, &good).ok();
 }
+
+/// A bind mount removed on drop.
+struct BindMount(PathBuf);
+
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn hostprefix_applies_to_the_socket_and_every_netns() {
+    if skip("hostprefix_applies_to_the_socket_and_every_netns") {
+        return;
+    }
+    let lan = lan(19);
+    let c = lan.container("dhcpd");
+    // The daemon sees the host's root under <prefix>, as in a container
+    // with the host's / mounted at /host: the netns file is there only.
+    let prefix = lan.dir.join("host");
+    let ns_in_prefix = prefix.join(c.path().strip_prefix("/").unwrap());
+    std::fs::create_dir_all(ns_in_prefix.parent().unwrap()).unwrap();
+    std::fs::write(&ns_in_prefix, b"").unwrap();
+    let status = Command::new("mount")
+        .arg("--bind")
+        .arg(c.path())
+        .arg(&ns_in_prefix)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let _mount = BindMount(ns_in_prefix.clone());
+    let log = lan.dir.join("prefixed.log");
+    let d = DaemonProc::start(
+        &bin("dhcp"),
+        &prefix.join("dhcp.sock"),
+        &log,
+        &[
+            "-hostprefix",
+            prefix.to_str().unwrap(),
+            "-socketpath",
+            "/dhcp.sock",
+        ],
+    );
+    let conf = json!({"cniVersion": "1.0.0", "name": "dhcpd-net", "type": "macvlan",
+        "ipam": {"type": "dhcp", "daemonSocketPath": prefix.join("dhcp.sock").display().to_string()}});
+    let r = call("ADD", "dhcpd-prefix", &c, &conf).ok();
+    assert!(address(&r).starts_with("10.131.19."), "{r}\n{}", d.log());
+    call("DEL", "dhcpd-prefix", &c, &conf).ok();
+    // The leases were stored beside the prefixed socket.
+    assert!(prefix.join("dhcp-leases").is_dir());
+}
