@@ -8,12 +8,7 @@
 
 use crate::IpFamily;
 use crate::error::NetError;
-use crate::nl::Socket;
-use crate::nl::nfm::{Nfm, SUBSYS_CTNETLINK};
-use netlink_packet_core::Nla;
-use netlink_packet_netfilter::conntrack::{
-    ConntrackAttribute, ConntrackMessage, ProtoTuple, Tuple,
-};
+use crate::nl::nfnl::{Conn, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, attrs, find_attr};
 
 /// IANA protocol number of TCP.
 pub const PROTO_TCP: u8 = 6;
@@ -22,54 +17,47 @@ pub const PROTO_UDP: u8 = 17;
 /// IANA protocol number of SCTP.
 pub const PROTO_SCTP: u8 = 132;
 
+const NFNL_SUBSYS_CTNETLINK: u16 = 1;
 const IPCTNL_MSG_CT_GET: u16 = 1;
 const IPCTNL_MSG_CT_DELETE: u16 = 2;
-/// `CTA_ID` and `CTA_ZONE`: netlink-packet-netfilter 0.4 has no variants
-/// for them; they come as `ConntrackAttribute::Other` and are passed back
-/// unchanged in the delete request.
+const CTA_TUPLE_ORIG: u16 = 1;
 const CTA_ID: u16 = 12;
 const CTA_ZONE: u16 = 18;
+const CTA_TUPLE_PROTO: u16 = 2;
+const CTA_PROTO_NUM: u16 = 1;
+const CTA_PROTO_DST_PORT: u16 = 3;
 
-fn nfproto(family: Option<IpFamily>) -> u8 {
-    match family {
+fn nfgenmsg(family: Option<IpFamily>) -> [u8; 4] {
+    let af = match family {
         None => 0,
         Some(IpFamily::V4) => 2,
         Some(IpFamily::V6) => 10,
-    }
+    };
+    // family, version NFNETLINK_V0, res_id 0
+    [af, 0, 0, 0]
 }
 
-/// The attributes that identify one entry for a delete request: its
-/// original tuple, ID and zone.
-fn identity(entry: Vec<ConntrackAttribute>) -> Vec<ConntrackAttribute> {
-    entry
-        .into_iter()
-        .filter(|a| match a {
-            ConntrackAttribute::CtaTupleOrig(_) => true,
-            ConntrackAttribute::Other(o) => matches!(o.kind() & 0x3fff, CTA_ID | CTA_ZONE),
-            _ => false,
-        })
-        .collect()
-}
-
-/// (protocol, original destination port) of an entry.
-fn orig_proto_port(entry: &[ConntrackAttribute]) -> Option<(u8, u16)> {
-    let tuple = entry.iter().find_map(|a| match a {
-        ConntrackAttribute::CtaTupleOrig(t) => Some(t),
-        _ => None,
-    })?;
-    let proto = tuple.iter().find_map(|t| match t {
-        Tuple::Proto(p) => Some(p),
-        _ => None,
-    })?;
-    let (mut num, mut port) = (None, None);
-    for p in proto {
-        match p {
-            ProtoTuple::Protocol(n) => num = Some(u8::from(*n)),
-            ProtoTuple::DestinationPort(d) => port = Some(*d),
-            _ => {}
+/// The attributes that identify one entry for a delete request.
+fn identity(entry: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (kind, _, whole) in attrs(entry) {
+        if matches!(kind, CTA_TUPLE_ORIG | CTA_ID | CTA_ZONE) {
+            out.extend_from_slice(whole);
+            out.resize((out.len() + 3) & !3, 0);
         }
     }
-    Some((num?, port?))
+    out
+}
+
+/// (protocol, original destination port) of an entry's attributes.
+fn orig_proto_port(entry: &[u8]) -> Option<(u8, u16)> {
+    let tuple = find_attr(entry, CTA_TUPLE_ORIG)?;
+    let proto = find_attr(tuple, CTA_TUPLE_PROTO)?;
+    let num = *find_attr(proto, CTA_PROTO_NUM)?.first()?;
+    let port = find_attr(proto, CTA_PROTO_DST_PORT)
+        .and_then(|p| p.get(0..2))
+        .map(|p| u16::from_be_bytes([p[0], p[1]]))?;
+    Some((num, port))
 }
 
 /// The number of entries in this namespace's table, when the kernel says.
@@ -96,25 +84,35 @@ pub fn delete_by_orig_dst_port(
     if ports.is_empty() || count() == Some(0) {
         return Ok(0);
     }
-    let mut sock = Socket::open(netlink_sys::protocols::NETLINK_NETFILTER, "conntrack")?;
-    let get = (SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
-    // (the entry's own family, its identity)
-    let doomed = sock.dump(
-        || Nfm(get, nfproto(family), ConntrackMessage::Get(Vec::new())),
-        "dump conntrack table",
-        |Nfm(_, af, entry)| {
-            let ConntrackMessage::New(attrs) = entry else {
-                return None;
-            };
-            let (p, port) = orig_proto_port(&attrs)?;
-            (p == protocol && ports.contains(&port)).then(|| (af, identity(attrs)))
-        },
-    )?;
-    let delete = (SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE;
+    let mut conn = Conn::open(netlink_sys::protocols::NETLINK_NETFILTER, "conntrack")?;
+    let dump_header = nfgenmsg(family);
+    let dump = crate::nl::nfnl::Request::new(
+        (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET,
+        NLM_F_REQUEST | NLM_F_DUMP,
+        &dump_header,
+    );
+    // (the entry's own family header, its identity)
+    let mut doomed: Vec<([u8; 4], Vec<u8>)> = Vec::new();
+    conn.request(dump, "dump conntrack table", |_, payload| {
+        let (Some(header), Some(entry)) = (payload.get(0..4), payload.get(4..)) else {
+            return;
+        };
+        if let Some((p, port)) = orig_proto_port(entry)
+            && p == protocol
+            && ports.contains(&port)
+        {
+            doomed.push(([header[0], 0, 0, 0], identity(entry)));
+        }
+    })?;
     let mut deleted = 0;
-    for (af, id) in doomed {
-        let req = Nfm(delete, af, ConntrackMessage::Delete(id));
-        match sock.ack(&req, 0, "delete conntrack entry") {
+    for (header, id) in doomed {
+        let mut req = crate::nl::nfnl::Request::new(
+            (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE,
+            NLM_F_REQUEST | NLM_F_ACK,
+            &header,
+        );
+        req.raw(&id);
+        match conn.request(req, "delete conntrack entry", |_, _| {}) {
             Ok(()) => deleted += 1,
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),
@@ -127,28 +125,28 @@ pub fn delete_by_orig_dst_port(
 mod tests {
     use super::*;
 
+    fn attr(kind: u16, data: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&u16::try_from(4 + data.len()).unwrap().to_ne_bytes());
+        v.extend_from_slice(&kind.to_ne_bytes());
+        v.extend_from_slice(data);
+        v.resize((v.len() + 3) & !3, 0);
+        v
+    }
+
     #[test]
     fn reads_protocol_and_port_and_keeps_identity() {
-        use netlink_packet_core::DefaultNla;
-        use netlink_packet_netfilter::conntrack::{Protocol, Status};
-        let tuple = vec![Tuple::Proto(vec![
-            ProtoTuple::Protocol(Protocol::Udp),
-            ProtoTuple::DestinationPort(8080),
-        ])];
-        let entry = vec![
-            ConntrackAttribute::CtaTupleOrig(tuple.clone()),
-            ConntrackAttribute::CtaStatus(Status::empty()),
-            ConntrackAttribute::Other(DefaultNla::new(CTA_ID, vec![0, 0, 0, 7])),
-        ];
+        let mut proto = attr(CTA_PROTO_NUM, &[17]);
+        proto.extend(attr(CTA_PROTO_DST_PORT, &8080u16.to_be_bytes()));
+        let mut tuple = attr(1, &[0; 12]);
+        tuple.extend(attr(CTA_TUPLE_PROTO | 0x8000, &proto));
+        let mut entry = attr(CTA_TUPLE_ORIG | 0x8000, &tuple);
+        entry.extend(attr(3, &[0, 0, 0, 1])); // CTA_STATUS: not copied
+        entry.extend(attr(CTA_ID, &[0, 0, 0, 7]));
         assert_eq!(orig_proto_port(&entry), Some((17, 8080)));
-        let id = identity(entry);
-        assert_eq!(
-            id,
-            vec![
-                ConntrackAttribute::CtaTupleOrig(tuple),
-                ConntrackAttribute::Other(DefaultNla::new(CTA_ID, vec![0, 0, 0, 7])),
-            ]
-        );
+        let id = identity(&entry);
+        let kinds: Vec<u16> = attrs(&id).map(|(k, _, _)| k).collect();
+        assert_eq!(kinds, vec![CTA_TUPLE_ORIG, CTA_ID]);
     }
 
     #[test]

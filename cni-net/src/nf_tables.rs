@@ -1,28 +1,44 @@
-//! nf_tables over netlink, in the calling thread's namespace: whether a
-//! chain exists, a summary of a chain's rules (for instance of chains that
-//! `iptables-nft` created), and deleting rules by handle in one
-//! transaction, without running a tool. Messages are
-//! netlink-packet-netfilter's types ([`crate::nl::nfm`]).
+//! Read-only nf_tables queries over netlink, in the calling thread's
+//! namespace: whether a chain exists, and a summary of a chain's rules (for
+//! instance of chains that `iptables-nft` created), without running a tool.
 
 use crate::IpFamily;
 use crate::error::NetError;
-use crate::nl::Socket;
-use crate::nl::gaps::nla_value;
-use crate::nl::nfm::{BatchEdge, Nfm, SUBSYS_NFTABLES};
-use netlink_packet_core::Nla;
-use netlink_packet_netfilter::nftables::{
-    Bitwise, ChainAttribute, ChainMessage, Cmp, DataAttribute, ExpressionAttribute, Expressions,
-    Immediate, ListAttribute, Payload, RuleAttribute, RuleMessage, VerdictAttribute,
-};
+use crate::nl::nfnl::{Conn, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, Request, attrs, find_attr};
 
+const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFT_MSG_GETCHAIN: u16 = 4;
 const NFT_MSG_NEWRULE: u16 = 6;
 const NFT_MSG_GETRULE: u16 = 7;
-/// `NFTA_MATCH_NAME`/`NFTA_TARGET_NAME` and `…_INFO`: netlink-packet-netfilter
-/// 0.4 has no `match`/`target` expression types (they come as
-/// `Expressions::Other` with untyped attributes).
+const NFTA_CHAIN_TABLE: u16 = 1;
+const NFTA_CHAIN_NAME: u16 = 3;
+const NFTA_RULE_TABLE: u16 = 1;
+const NFTA_RULE_CHAIN: u16 = 2;
+const NFTA_RULE_HANDLE: u16 = 3;
+const NFTA_RULE_EXPRESSIONS: u16 = 4;
+const NFTA_LIST_ELEM: u16 = 1;
+const NFTA_EXPR_NAME: u16 = 1;
+const NFTA_EXPR_DATA: u16 = 2;
+const NFTA_DATA_VALUE: u16 = 1;
+const NFTA_DATA_VERDICT: u16 = 2;
+const NFTA_VERDICT_CODE: u16 = 1;
+const NFTA_VERDICT_CHAIN: u16 = 2;
+const NFTA_PAYLOAD_BASE: u16 = 2;
+const NFTA_PAYLOAD_OFFSET: u16 = 3;
+const NFTA_PAYLOAD_LEN: u16 = 4;
+const NFTA_IMMEDIATE_DATA: u16 = 2;
+const NFTA_BITWISE_MASK: u16 = 4;
+const NFTA_BITWISE_XOR: u16 = 5;
+const NFTA_CMP_DATA: u16 = 3;
+/// NFTA_MATCH_NAME/NFTA_TARGET_NAME and …_INFO share their numbers.
 const NFTA_XT_NAME: u16 = 1;
 const NFTA_XT_INFO: u16 = 3;
+
+fn cstr(s: &str) -> Vec<u8> {
+    let mut v = s.as_bytes().to_vec();
+    v.push(0);
+    v
+}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b.split(|c| *c == 0).next().unwrap_or_default()).into_owned()
@@ -82,33 +98,35 @@ fn nfproto(family: NfFamily) -> u8 {
 
 /// A netlink socket for nf_tables queries in one address family.
 pub struct NfTables {
-    sock: Socket,
+    conn: Conn,
     af: u8,
 }
 
 impl NfTables {
     /// Opens a socket in the calling thread's namespace for `family`'s tables.
     pub fn open(family: impl Into<NfFamily>) -> Result<NfTables, NetError> {
-        let af = nfproto(family.into());
         Ok(NfTables {
-            sock: Socket::open(netlink_sys::protocols::NETLINK_NETFILTER, "nf_tables")?,
-            af,
+            conn: Conn::open(netlink_sys::protocols::NETLINK_NETFILTER, "nf_tables")?,
+            af: nfproto(family.into()),
         })
     }
 
     /// True when `chain` exists in `table`. A missing table is `false`.
     pub fn chain_exists(&mut self, table: &str, chain: &str) -> Result<bool, NetError> {
-        let req = ChainMessage {
-            attributes: vec![
-                ChainAttribute::Table(table.to_string()),
-                ChainAttribute::Name(chain.to_string()),
-            ],
-        };
-        let kind = (SUBSYS_NFTABLES << 8) | NFT_MSG_GETCHAIN;
-        // An answer means it exists; nothing in it is read.
-        let op = format!("get chain {table} {chain}");
-        match self.sock.ack(&Nfm(kind, self.af, req), 0, &op) {
-            Ok(()) => Ok(true),
+        let mut req = Request::new(
+            (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETCHAIN,
+            NLM_F_REQUEST | NLM_F_ACK,
+            &[self.af, 0, 0, 0],
+        );
+        req.attr(NFTA_CHAIN_TABLE, &cstr(table));
+        req.attr(NFTA_CHAIN_NAME, &cstr(chain));
+        let mut found = false;
+        match self
+            .conn
+            .request(req, &format!("get chain {table} {chain}"), |_, _| {
+                found = true
+            }) {
+            Ok(()) => Ok(found),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
         }
@@ -117,173 +135,153 @@ impl NfTables {
     /// The rules of `chain` in `table`, in order; none when the chain or
     /// table does not exist.
     pub fn chain_rules(&mut self, table: &str, chain: &str) -> Result<Vec<RuleSummary>, NetError> {
-        let req = RuleMessage {
-            attributes: vec![
-                RuleAttribute::Table(table.to_string()),
-                RuleAttribute::Chain(chain.to_string()),
-            ],
-        };
-        let kind = (SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE;
-        let got = self.sock.dump(
-            || Nfm(kind, self.af, req.clone()),
+        let mut req = Request::new(
+            (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE,
+            NLM_F_REQUEST | NLM_F_DUMP,
+            &[self.af, 0, 0, 0],
+        );
+        req.attr(NFTA_RULE_TABLE, &cstr(table));
+        req.attr(NFTA_RULE_CHAIN, &cstr(chain));
+        let mut rules = Vec::new();
+        let got = self.conn.request(
+            req,
             &format!("list rules of {table} {chain}"),
-            |Nfm(kind, _, rule): Nfm<RuleMessage>| {
-                let of_chain = rule
-                    .attributes
-                    .iter()
-                    .any(|a| matches!(a, RuleAttribute::Chain(c) if c == chain));
-                (kind & 0xff == NFT_MSG_NEWRULE && of_chain).then(|| summarize(rule))
+            |kind, payload| {
+                if kind & 0xff == NFT_MSG_NEWRULE
+                    && let Some(body) = payload.get(4..)
+                    && find_attr(body, NFTA_RULE_CHAIN).map(text).as_deref() == Some(chain)
+                {
+                    rules.push(summarize(body));
+                }
             },
         );
         match got {
-            Ok(rules) => Ok(rules),
+            Ok(()) => Ok(rules),
             Err(e) if e.is_not_found() => Ok(Vec::new()),
             Err(e) => Err(e),
         }
     }
 }
 
+fn be32(data: Option<&[u8]>) -> Option<u32> {
+    match data? {
+        &[a, b, c, d] => Some(u32::from_be_bytes([a, b, c, d])),
+        _ => None,
+    }
+}
+
+/// A `payload` expression's (base, offset, length).
+fn payload_load(data: &[u8]) -> (u32, u32, u32) {
+    let get = |kind| be32(find_attr(data, kind)).unwrap_or(u32::MAX);
+    (
+        get(NFTA_PAYLOAD_BASE),
+        get(NFTA_PAYLOAD_OFFSET),
+        get(NFTA_PAYLOAD_LEN),
+    )
+}
+
+/// Pushes the NFTA_DATA_VALUE inside a nested `NFTA_DATA_*` attribute.
+fn push_value(values: &mut Vec<Vec<u8>>, data: Option<&[u8]>) {
+    if let Some(v) = data.and_then(|d| find_attr(d, NFTA_DATA_VALUE)) {
+        values.push(v.to_vec());
+    }
+}
+
+fn summarize(rule: &[u8]) -> RuleSummary {
+    let mut out = RuleSummary {
+        handle: find_attr(rule, NFTA_RULE_HANDLE)
+            .and_then(|h| h.get(0..8))
+            .map(|h| u64::from_be_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]))
+            .unwrap_or(0),
+        ..RuleSummary::default()
+    };
+    let Some(list) = find_attr(rule, NFTA_RULE_EXPRESSIONS) else {
+        return out;
+    };
+    for (kind, elem, _) in attrs(list) {
+        if kind != NFTA_LIST_ELEM {
+            continue;
+        }
+        let name = find_attr(elem, NFTA_EXPR_NAME)
+            .map(text)
+            .unwrap_or_default();
+        let data = find_attr(elem, NFTA_EXPR_DATA).unwrap_or_default();
+        match name.as_str() {
+            "immediate" => {
+                let imm = find_attr(data, NFTA_IMMEDIATE_DATA);
+                let verdict = imm.and_then(|d| find_attr(d, NFTA_DATA_VERDICT));
+                if let Some(chain) = verdict.and_then(|v| find_attr(v, NFTA_VERDICT_CHAIN)) {
+                    out.jumps.push(text(chain));
+                }
+                if let Some(code) = verdict.and_then(|v| be32(find_attr(v, NFTA_VERDICT_CODE))) {
+                    out.verdicts.push(code as i32);
+                }
+                push_value(&mut out.values, imm);
+            }
+            "payload" => out.payloads.push(payload_load(data)),
+            "bitwise" => {
+                push_value(&mut out.values, find_attr(data, NFTA_BITWISE_MASK));
+                push_value(&mut out.values, find_attr(data, NFTA_BITWISE_XOR));
+            }
+            "cmp" => push_value(&mut out.values, find_attr(data, NFTA_CMP_DATA)),
+            "match" | "target" => {
+                let xt = (
+                    find_attr(data, NFTA_XT_NAME).map(text).unwrap_or_default(),
+                    find_attr(data, NFTA_XT_INFO).unwrap_or_default().to_vec(),
+                );
+                if name == "match" {
+                    out.xt_matches.push(xt);
+                } else {
+                    out.xt_targets.push(xt);
+                }
+            }
+            _ => {}
+        }
+        out.exprs.push(name);
+    }
+    out
+}
+
 /// Deleting rules by handle (the firewall plugin's DEL, instead of an
 /// `iptables-restore` run).
 impl NfTables {
-    /// Deletes the rules `rules` (family, chain, kernel handle) of the
-    /// tables called `table` in one transaction: all of them, or none when
-    /// one fails (a rule already gone: `ENOENT`). Handles are never reused
-    /// within a table, so a handle read earlier names that rule or none.
+    /// Deletes `rules` (family, chain, kernel handle) of the tables named
+    /// `table` in one transaction, whatever the socket's family: all of
+    /// them, or none when one fails (a rule already gone: `ENOENT`).
+    /// Handles are never reused within a table, so a handle read earlier
+    /// names that rule or none.
+    ///
+    /// One transaction for every family, because what a rule deletion
+    /// costs is mostly after it: the kernel frees deleted rules after an
+    /// RCU grace period, and closing an nf_tables socket (or exiting)
+    /// waits for that (`nft_rcv_nl_event` flushes the destroy work), about
+    /// 10 ms here per transaction.
     pub fn delete_rules(
         &mut self,
         table: &str,
         rules: &[(NfFamily, &str, u64)],
     ) -> Result<(), NetError> {
         const NFT_MSG_DELRULE: u16 = 8;
-        let kind = (SUBSYS_NFTABLES << 8) | NFT_MSG_DELRULE;
-        let msgs: Vec<Nfm<RuleMessage>> = rules
+        let msgs = rules
             .iter()
             .map(|(family, chain, handle)| {
-                let rule = RuleMessage {
-                    attributes: vec![
-                        RuleAttribute::Table(table.to_string()),
-                        RuleAttribute::Chain(chain.to_string()),
-                        RuleAttribute::Handle(*handle),
-                    ],
-                };
-                Nfm(kind, nfproto(*family), rule)
+                let mut req = Request::new(
+                    (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELRULE,
+                    NLM_F_REQUEST,
+                    &[nfproto(*family), 0, 0, 0],
+                );
+                req.attr(NFTA_RULE_TABLE, &cstr(table));
+                req.attr(NFTA_RULE_CHAIN, &cstr(chain));
+                req.attr(NFTA_RULE_HANDLE, &handle.to_be_bytes());
+                req
             })
             .collect();
-        let edge = |end| BatchEdge {
-            end,
-            subsys: SUBSYS_NFTABLES,
-        };
-        self.sock.batch(
-            &edge(false),
-            &msgs,
-            &edge(true),
+        self.conn.batch(
+            NFNL_SUBSYS_NFTABLES,
+            msgs,
             &format!("delete {} rules of {table}", rules.len()),
         )
     }
-}
-
-/// The bytes of an `NFTA_DATA_VALUE`.
-fn value_of(data: &DataAttribute) -> Option<Vec<u8>> {
-    match data {
-        DataAttribute::Value(v) => Some(v.clone()),
-        _ => None,
-    }
-}
-
-fn summarize(rule: RuleMessage) -> RuleSummary {
-    let mut out = RuleSummary::default();
-    for attr in rule.attributes {
-        match attr {
-            RuleAttribute::Handle(h) => out.handle = h,
-            RuleAttribute::Expressions(list) => {
-                for elem in list {
-                    if let ListAttribute::Element(parts) = elem {
-                        expression(&mut out, parts);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// Adds one expression (its name and data attributes) to `out`.
-fn expression(out: &mut RuleSummary, parts: Vec<ExpressionAttribute>) {
-    let mut name = String::new();
-    let mut data = None;
-    for p in parts {
-        match p {
-            ExpressionAttribute::Name(n) => name = n,
-            ExpressionAttribute::Data(d) => data = Some(d),
-            _ => {}
-        }
-    }
-    match data {
-        Some(Expressions::Immediate(imm)) => {
-            for i in imm {
-                match i {
-                    Immediate::Data(DataAttribute::Verdict(v)) => {
-                        for a in v {
-                            match a {
-                                VerdictAttribute::Chain(c) => out.jumps.push(c),
-                                VerdictAttribute::Code(code) => {
-                                    out.verdicts.push(u32::from(code) as i32)
-                                }
-                                _ => {}
-                            }
-                        }
-                    }
-                    Immediate::Data(d) => out.values.extend(value_of(&d)),
-                    _ => {}
-                }
-            }
-        }
-        Some(Expressions::Bitwise(bits)) => {
-            for b in bits {
-                if let Bitwise::Mask(d) | Bitwise::Xor(d) = b {
-                    out.values.extend(value_of(&d));
-                }
-            }
-        }
-        Some(Expressions::Cmp(cmp)) => {
-            for c in cmp {
-                if let Cmp::Data(d) = c {
-                    out.values.extend(value_of(&d));
-                }
-            }
-        }
-        Some(Expressions::Payload(load)) => {
-            let (mut base, mut offset, mut len) = (u32::MAX, u32::MAX, u32::MAX);
-            for p in load {
-                match p {
-                    Payload::Base(v) => base = v,
-                    Payload::Offset(v) => offset = v,
-                    Payload::Len(v) => len = v,
-                    _ => {}
-                }
-            }
-            out.payloads.push((base, offset, len));
-        }
-        Some(Expressions::Other { attributes, .. }) if name == "match" || name == "target" => {
-            let field = |kind: u16| {
-                attributes
-                    .iter()
-                    .find(|a| a.kind() & !netlink_packet_core::NLA_F_NESTED == kind)
-                    .map(nla_value)
-                    .unwrap_or_default()
-            };
-            let xt = (text(&field(NFTA_XT_NAME)), field(NFTA_XT_INFO));
-            if name == "match" {
-                out.xt_matches.push(xt);
-            } else {
-                out.xt_targets.push(xt);
-            }
-        }
-        _ => {}
-    }
-    out.exprs.push(name);
 }
 
 /// True when chain `chain` exists in nf_tables table `table` of `family`.

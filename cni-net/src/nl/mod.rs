@@ -14,9 +14,7 @@
 //!   family's code into every binary).
 //! - [`gaps`]: the few things the crates do not type, hand-written in one
 //!   place, each naming the missing crate type.
-//! - [`nfm`]: [`Nfm<T>`](nfm::Nfm), the same for nfnetlink (nf_tables chain
-//!   lookup and rule listing, conntrack) with netlink-packet-netfilter's
-//!   message bodies.
+//! - [`nfnl`]: the netfilter queries' requests, hand-built (size: see there).
 //!
 //! # Adding an operation
 //!
@@ -54,8 +52,6 @@
 //! instead of sending them: compare the bytes with what iproute2 sends.
 
 pub(crate) mod gaps;
-pub(crate) mod nfm;
-#[cfg(test)]
 pub(crate) mod nfnl;
 pub(crate) mod rtm;
 pub(crate) mod socket;

@@ -309,20 +309,22 @@ impl Socket {
         }
     }
 
-    /// Encodes `msg` with `flags` (plus `NLM_F_REQUEST`) into `self.send`.
-    fn encode<M: NetlinkSerializable>(
+    /// Sends an already encoded request (its header's sequence number is
+    /// overwritten) and hands each answer's type and payload to `each`.
+    /// For the messages that still have no crate type.
+    pub(crate) fn raw(
         &mut self,
-        msg: &M,
-        flags: u16,
+        request: &[u8],
         op: &str,
-    ) -> Result<(), NetError> {
+        mut each: impl FnMut(u16, &[u8]) -> Result<(), String>,
+    ) -> Result<Outcome, NetError> {
         self.send.clear();
-        self.append(msg, flags, op)
+        self.send.extend_from_slice(request);
+        self.exchange(op, false, &mut |h, p| each(h.message_type, p))
     }
 
-    /// Appends `msg` with `flags` (plus `NLM_F_REQUEST`) to `self.send`
-    /// (netlink messages are 4-byte aligned, as the crates' lengths are).
-    fn append<M: NetlinkSerializable>(
+    /// Encodes `msg` with `flags` (plus `NLM_F_REQUEST`) into `self.send`.
+    fn encode<M: NetlinkSerializable>(
         &mut self,
         msg: &M,
         flags: u16,
@@ -332,42 +334,14 @@ impl Socket {
         // The kernel's length field is u32; attributes over 64 KiB would
         // already have wrapped their u16 length inside the crate.
         let len32 = u32::try_from(len).map_err(|_| NetError::other(op, "request too long"))?;
-        let start = self.send.len();
-        self.send.resize(start + align4(len), 0);
-        let Some(whole) = self.send.get_mut(start..start + len) else {
-            return Err(NetError::other(op, "request too long"));
-        };
-        let (head, body) = whole.split_at_mut(NLMSG_HDRLEN);
+        self.send.clear();
+        self.send.resize(len, 0);
+        let (head, body) = self.send.split_at_mut(NLMSG_HDRLEN);
         head[0..4].copy_from_slice(&len32.to_ne_bytes());
         head[4..6].copy_from_slice(&msg.message_type().to_ne_bytes());
         head[6..8].copy_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
         msg.serialize(body);
         Ok(())
-    }
-
-    /// Sends `msgs` as one batch between `begin` and `end` (nfnetlink's
-    /// transactions: the kernel applies all of them or none). Only the
-    /// last message asks for an ACK; the kernel answers in message order,
-    /// so the first answer read is either the error of the first message
-    /// that failed (the batch was then aborted) or that ACK. No messages:
-    /// nothing is sent.
-    pub(crate) fn batch<F: NetlinkSerializable, M: NetlinkSerializable>(
-        &mut self,
-        begin: &F,
-        msgs: &[M],
-        end: &F,
-        op: &str,
-    ) -> Result<(), NetError> {
-        let Some(last) = msgs.len().checked_sub(1) else {
-            return Ok(());
-        };
-        self.send.clear();
-        self.append(begin, 0, op)?;
-        for (i, m) in msgs.iter().enumerate() {
-            self.append(m, if i == last { NLM_F_ACK } else { 0 }, op)?;
-        }
-        self.append(end, 0, op)?;
-        self.exchange(op, false, &mut |_, _| Ok(())).map(|_| ())
     }
 
     /// A request answered by an ACK: create, set, delete. `flags` are
