@@ -335,6 +335,11 @@ fn ours_and_go_undo_each_other() {
     run(&go, "DEL", "c6", &h, &cont, "eth0", &with_prev(&c, &ro)).ok();
     assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
     assert!(data.reservations().is_empty());
+    // Go's DEL knows nothing of our saved host side: its file stays (GC or
+    // the next ADD of the attachment replaces it).
+    let saved = state_file("c6", "eth0");
+    assert!(saved.is_file());
+    std::fs::remove_file(saved).unwrap();
 }
 
 /// The host-side state file of an attachment.
