@@ -1401,8 +1401,9 @@ fn firewalld_of_another_namespace_is_not_used() {
         .ok();
 }
 
-/// rcni's records of firewalld sources (`/run/cni/firewall/<key>.json`) of
-/// network `net` and container `cid`.
+/// rcni's records of firewalld sources
+/// (`/run/cni/firewall/<network hash>/<cid>_<ifname>.json`) of network
+/// `net` and container `cid`.
 fn source_records(net: &str, cid: &str) -> Vec<Value> {
     source_record_files(net)
         .into_iter()
@@ -1416,7 +1417,10 @@ fn source_record_files(net: &str) -> Vec<(std::path::PathBuf, Value)> {
     let Ok(dir) = std::fs::read_dir("/run/cni/firewall") else {
         return Vec::new();
     };
+    // One directory per network.
     dir.flatten()
+        .filter_map(|d| std::fs::read_dir(d.path()).ok())
+        .flat_map(|d| d.flatten())
         .filter_map(|e| {
             let r = serde_json::from_slice::<Value>(&std::fs::read(e.path()).ok()?).ok()?;
             Some((e.path(), r))

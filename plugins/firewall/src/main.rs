@@ -120,14 +120,15 @@ fn record_with(
 /// nothing.
 fn gc_firewalld_sources(network: &str, valid: &[(String, String)]) -> Result<(), CniError> {
     let records = sources::Records::default();
-    let keep: Vec<String> = valid
-        .iter()
-        .map(|(cid, ifname)| cni_fw::hash::attachment_key(network, ifname, cid))
-        .collect();
-    let stale: Vec<(String, sources::Record)> = records
-        .all(&cni_fw::hash::network_key_prefix(network))
+    let is_valid = |r: &sources::Record| {
+        valid
+            .iter()
+            .any(|(cid, ifname)| *cid == r.container_id && *ifname == r.ifname)
+    };
+    let stale: Vec<sources::Record> = records
+        .all(Some(network))
         .into_iter()
-        .filter(|(k, _)| !keep.contains(k))
+        .filter(|r| r.network == network && !is_valid(r))
         .collect();
     if stale.is_empty() {
         return Ok(());
@@ -142,12 +143,11 @@ fn gc_firewalld_sources(network: &str, valid: &[(String, String)]) -> Result<(),
     };
     // Every record that stays, of any network.
     let others: Vec<sources::Record> = records
-        .all("")
+        .all(None)
         .into_iter()
-        .filter(|(k, _)| !stale.iter().any(|(s, _)| s == k))
-        .map(|(_, r)| r)
+        .filter(|r| !stale.contains(r))
         .collect();
-    for (key, rec) in &stale {
+    for rec in &stale {
         if let Some(fw) = fw.as_mut() {
             for s in &rec.sources {
                 if !others.iter().any(|o| o.sources.contains(s)) {
@@ -155,7 +155,11 @@ fn gc_firewalld_sources(network: &str, valid: &[(String, String)]) -> Result<(),
                 }
             }
         }
-        records.remove(key)?;
+        records.remove(&ipt::Attachment {
+            network: &rec.network,
+            container_id: &rec.container_id,
+            ifname: &rec.ifname,
+        })?;
     }
     Ok(())
 }
@@ -192,14 +196,13 @@ impl Plugin for Firewall {
                 }
                 // The record first: a source is never without one.
                 let att = attachment(args);
-                let key = att.key();
                 let records = sources::Records::default();
-                let before = records.read(&key);
-                records.write(&key, &record_with(before.clone(), &att, &conf.zone, &ips))?;
+                let before = records.read(&att);
+                records.write(&att, &record_with(before.clone(), &att, &conf.zone, &ips))?;
                 let undo_record = || {
                     let _ = match &before {
-                        Some(r) => records.write(&key, r),
-                        None => records.remove(&key),
+                        Some(r) => records.write(&att, r),
+                        None => records.remove(&att),
                     };
                 };
                 if let Err(e) = fw.add(&conf.zone, &ips) {
@@ -227,7 +230,7 @@ impl Plugin for Firewall {
             .unwrap_or_default();
         let backend = resolve(&conf)?;
         let _lock = lock();
-        let key = attachment(args).key();
+        let att = attachment(args);
         let records = sources::Records::default();
         match backend {
             Backend::Firewalld(mut fw) => {
@@ -238,30 +241,30 @@ impl Plugin for Firewall {
                         source: firewalld::source(*ip),
                     })
                     .collect();
-                for s in records.read(&key).map(|r| r.sources).unwrap_or_default() {
+                for s in records.read(&att).map(|r| r.sources).unwrap_or_default() {
                     if !doomed.contains(&s) {
                         doomed.push(s);
                     }
                 }
                 // A source another attachment's record claims stays.
-                let others = records.all("");
+                let others = records.all(None);
                 doomed.retain(|d| {
                     !others
                         .iter()
-                        .any(|(k, r)| *k != key && r.sources.contains(d))
+                        .any(|r| !r.is_of(&att) && r.sources.contains(d))
                 });
                 for d in &doomed {
                     fw.remove_source(&d.zone, &d.source);
                 }
-                records.remove(&key)?;
+                records.remove(&att)?;
             }
             Backend::Iptables => {
                 // A record from a firewalld that is no longer running:
                 // its runtime sources went with it.
-                if records.read(&key).is_some()
+                if records.read(&att).is_some()
                     && matches!(firewalld::find(), firewalld::Found::Absent(_))
                 {
-                    records.remove(&key)?;
+                    records.remove(&att)?;
                 }
             }
         }

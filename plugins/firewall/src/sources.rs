@@ -2,25 +2,26 @@
 //! without `prevResult` and GC can take them out again. firewalld has no
 //! place to tag a source with its owner (the iptables backend's
 //! `CNI-FW-ATTACHMENTS` chain has no firewalld equivalent), so each
-//! attachment gets a small file, `/run/cni/firewall/<attachment key>.json`:
+//! attachment gets a small state file (`cni_skel::state`),
+//! `/run/cni/firewall/<network hash>/<containerID>_<ifname>.json`:
 //!
 //! ```json
 //! {"network":"podman","containerID":"…","ifname":"eth0",
 //!  "sources":[{"zone":"trusted","source":"10.88.0.2/32"}]}
 //! ```
 //!
-//! The key's first half is the network's (as in the iptables records), so
-//! GC finds its network's files by name. `/run`, because the sources are
-//! firewalld runtime state: a reboot drops both. ADD writes the file
-//! before it adds the sources (a killed ADD leaves a record of sources
-//! that may not exist, which DEL removes without complaint, never a source
-//! without a record). Files are written through a temporary file and a
-//! rename, under the plugin's lock.
+//! One directory per network (named by the hash of its name, which may
+//! hold any character), so GC lists its own network's files. `/run`,
+//! because the sources are firewalld runtime state: a reboot drops both.
+//! ADD writes the file before it adds the sources (a killed ADD leaves a
+//! record of sources that may not exist, which DEL removes without
+//! complaint, never a source without a record). Files are written through
+//! a temporary file and a rename, under the plugin's lock.
 
+use crate::ipt::Attachment;
 use cni_skel::CniError;
+use cni_skel::state::StateFile;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Where the records live.
@@ -41,6 +42,15 @@ pub struct Record {
     pub sources: Vec<ZoneSource>,
 }
 
+impl Record {
+    /// True when this is the record of `att`.
+    pub fn is_of(&self, att: &Attachment<'_>) -> bool {
+        self.network == att.network
+            && self.container_id == att.container_id
+            && self.ifname == att.ifname
+    }
+}
+
 /// One source of one zone.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ZoneSource {
@@ -50,15 +60,7 @@ pub struct ZoneSource {
     pub source: String,
 }
 
-fn io_err(what: &str, p: &Path, e: std::io::Error) -> CniError {
-    CniError::new(
-        cni_skel::error::code::IO_FAILURE,
-        format!("failed to {what} {}: {e}", p.display()),
-        "",
-    )
-}
-
-/// The record files in one directory.
+/// The record files under one directory.
 #[derive(Debug, Clone)]
 pub struct Records {
     dir: PathBuf,
@@ -71,79 +73,73 @@ impl Default for Records {
 }
 
 impl Records {
-    /// The records in `dir`.
+    /// The records under `dir`.
     pub fn new(dir: &Path) -> Records {
         Records {
             dir: dir.to_path_buf(),
         }
     }
 
-    fn path(&self, key: &str) -> PathBuf {
-        self.dir.join(format!("{key}.json"))
+    fn network_dir(&self, network: &str) -> PathBuf {
+        let hash = cni_fw::hash::network_key_prefix(network);
+        self.dir.join(hash.trim_end_matches('-'))
     }
 
-    /// The record of attachment `key`; `None` when there is none or it
-    /// cannot be read (a file that is not ours is left alone).
-    pub fn read(&self, key: &str) -> Option<Record> {
-        let bytes = std::fs::read(self.path(key)).ok()?;
+    fn file(&self, att: &Attachment<'_>) -> StateFile {
+        StateFile::new(&self.network_dir(att.network), att.container_id, att.ifname)
+    }
+
+    /// The record of `att`; `None` when there is none or it cannot be
+    /// read (a file that is not ours is left alone).
+    pub fn read(&self, att: &Attachment<'_>) -> Option<Record> {
+        let bytes = self.file(att).read().ok()??;
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// Writes the record of `key` atomically.
-    pub fn write(&self, key: &str, record: &Record) -> Result<(), CniError> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-            .map_err(|e| io_err("create directory", &self.dir, e))?;
-        let path = self.path(key);
-        let tmp = self.dir.join(format!(".{key}.tmp"));
+    /// Writes the record of `att` atomically.
+    pub fn write(&self, att: &Attachment<'_>, record: &Record) -> Result<(), CniError> {
         let text = serde_json::to_vec(record)
             .map_err(|e| CniError::internal(format!("encode firewalld record: {e}")))?;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| io_err("create", &tmp, e))?;
-        f.write_all(&text).map_err(|e| io_err("write", &tmp, e))?;
-        drop(f);
-        std::fs::rename(&tmp, &path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io_err("save", &path, e)
-        })
+        self.file(att).write(&text)
     }
 
-    /// Removes the record of `key`; one already gone is fine.
-    pub fn remove(&self, key: &str) -> Result<(), CniError> {
-        for p in [self.dir.join(format!(".{key}.tmp")), self.path(key)] {
-            match std::fs::remove_file(&p) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(io_err("remove", &p, e));
-                }
-                _ => {}
-            }
-        }
+    /// Removes the record of `att`; one already gone is fine. The
+    /// network's directory goes with its last record (under the plugin's
+    /// lock, so no ADD is writing into it).
+    pub fn remove(&self, att: &Attachment<'_>) -> Result<(), CniError> {
+        self.file(att).remove()?;
+        let _ = std::fs::remove_dir(self.network_dir(att.network));
         Ok(())
     }
 
-    /// Every readable record whose key starts with `prefix`: (key, record).
-    pub fn all(&self, prefix: &str) -> Vec<(String, Record)> {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return Vec::new();
+    /// Every readable record of `network`, or of every network.
+    pub fn all(&self, network: Option<&str>) -> Vec<Record> {
+        let dirs: Vec<PathBuf> = match network {
+            Some(n) => vec![self.network_dir(n)],
+            None => std::fs::read_dir(&self.dir)
+                .map(|d| d.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default(),
         };
-        entries
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let key = name.strip_suffix(".json")?;
-                if !key.starts_with(prefix) {
-                    return None;
+        let mut out = Vec::new();
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with('.') || !name.ends_with(".json") {
+                    continue;
                 }
-                Some((key.to_string(), self.read(key)?))
-            })
-            .collect()
+                if let Some(r) = std::fs::read(e.path())
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
+                {
+                    out.push(r);
+                }
+            }
+        }
+        out
     }
 }
 
@@ -155,8 +151,14 @@ mod tests {
     fn write_read_list_remove() {
         let dir = std::env::temp_dir().join(format!("rcni-fw-sources-{}", std::process::id()));
         let recs = Records::new(&dir);
-        assert_eq!(recs.read("aa-1"), None);
-        assert!(recs.all("").is_empty());
+        let att = |network, container_id| Attachment {
+            network,
+            container_id,
+            ifname: "eth0",
+        };
+        let (a, b, c) = (att("net", "c1"), att("net", "c2"), att("n/2", "c1"));
+        assert_eq!(recs.read(&a), None);
+        assert!(recs.all(None).is_empty());
         let r = Record {
             network: "net".into(),
             container_id: "c1".into(),
@@ -166,15 +168,17 @@ mod tests {
                 source: "10.1.0.2/32".into(),
             }],
         };
-        recs.write("aa-1", &r).unwrap();
-        recs.write("bb-2", &Record::default()).unwrap();
-        std::fs::write(dir.join("aa-junk.json"), b"not json").unwrap();
-        assert_eq!(recs.read("aa-1"), Some(r.clone()));
-        assert_eq!(recs.all("aa-"), vec![("aa-1".to_string(), r)]);
-        assert_eq!(recs.all("").len(), 2);
-        recs.remove("aa-1").unwrap();
-        recs.remove("aa-1").unwrap();
-        assert_eq!(recs.read("aa-1"), None);
+        recs.write(&a, &r).unwrap();
+        assert!(r.is_of(&a) && !r.is_of(&b));
+        recs.write(&c, &Record::default()).unwrap();
+        std::fs::write(recs.network_dir("net").join("junk.json"), b"not json").unwrap();
+        assert_eq!(recs.read(&a), Some(r.clone()));
+        assert_eq!(recs.all(Some("net")), vec![r]);
+        assert_eq!(recs.all(None).len(), 2);
+        recs.remove(&a).unwrap();
+        recs.remove(&a).unwrap();
+        assert_eq!(recs.read(&a), None);
+        assert!(!recs.network_dir("net").exists() || recs.all(Some("net")).is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
