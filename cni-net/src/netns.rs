@@ -93,6 +93,16 @@ impl NetNs {
         }
     }
 
+    /// Takes an exclusive `flock` on the namespace file, held until this
+    /// handle is dropped: plugins that change shared state inside one
+    /// container namespace (sbr's tables, vrf's devices) exclude each other,
+    /// and Go's (its filemutex locks the same file).
+    pub fn lock(&self) -> Result<(), NetError> {
+        self.file
+            .lock()
+            .map_err(|e| NetError::io(format!("lock {}", self.path.display()), e))
+    }
+
     /// The path this namespace was opened from.
     pub fn path(&self) -> &Path {
         &self.path

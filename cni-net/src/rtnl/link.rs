@@ -9,7 +9,7 @@ use crate::nl::rtm::{RTM_DELLINK, RTM_GETLINK, RTM_NEWLINK, RTM_SETLINK, Rtm};
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::AddressFamily;
 use netlink_packet_route::link::{
-    InfoBridge, InfoBridgePort, InfoData, InfoKind, InfoPortData, InfoVeth, LinkAttribute,
+    InfoBridge, InfoBridgePort, InfoData, InfoKind, InfoPortData, InfoVeth, InfoVrf, LinkAttribute,
     LinkFlags, LinkInfo, LinkMessage,
 };
 use std::os::fd::AsRawFd;
@@ -50,6 +50,8 @@ pub struct Link {
     /// Operational state as Go's netlink prints it: `up`, `down`,
     /// `lower-layer-down`, `unknown`, …
     pub operstate: String,
+    /// For a VRF, its routing table (`IFLA_VRF_TABLE`).
+    pub vrf_table: Option<u32>,
 }
 
 impl Link {
@@ -85,6 +87,13 @@ impl Link {
         for info in infos {
             match info {
                 LinkInfo::Kind(k) => self.kind = k.to_string(),
+                LinkInfo::Data(InfoData::Vrf(vrf)) => {
+                    for v in vrf {
+                        if let InfoVrf::TableId(t) = v {
+                            self.vrf_table = Some(t);
+                        }
+                    }
+                }
                 LinkInfo::PortData(InfoPortData::BridgePort(opts)) => {
                     for o in opts {
                         match o {

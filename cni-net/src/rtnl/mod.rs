@@ -14,7 +14,7 @@
 //!
 //! Layout: `link`, `addr` and `route` build the messages, read the
 //! answers into [`Link`], [`Addr`] and [`Route`], and hold the [`Netlink`]
-//! methods; [`addr_flags`], [`bridge_vlan`] and the other files add
+//! methods; [`addr_flags`], [`bridge_vlan`], `vrf` and the other files add
 //! operations the same way.
 
 use crate::error::NetError;
@@ -32,6 +32,7 @@ mod link;
 mod route;
 mod rule;
 pub mod tc;
+mod vrf;
 
 pub use addr::Addr;
 pub use addr_flags::AddrFlags;

@@ -851,6 +851,7 @@ fn parses_link_answer() {
             hairpin: Some(true),
             isolated: Some(false),
             operstate: "up".into(),
+            vrf_table: None,
         }
     );
     // Zero master/link mean none; unknown operstates print their number.
@@ -1198,4 +1199,84 @@ fn kernel_errors_name_the_operation() {
     );
     // The handle is still usable after errors.
     assert_eq!(nl.links().unwrap().len(), 1);
+}
+
+#[test]
+fn vrf_request_bytes() {
+    let r = captured_first(|nl| nl.create_vrf("red", 1001));
+    // RTM_NEWLINK, REQUEST|ACK|EXCL|CREATE; flags = change = IFF_UP
+    assert_eq!(cap_hdr(&r), (16, 0x605));
+    assert_eq!(&r[24..32], &[1, 0, 0, 0, 1, 0, 0, 0]);
+    let top = raw_attrs(&r[32..]);
+    assert_eq!(top[0], (3, b"red\0".to_vec()));
+    assert_eq!(top[1].0, 18);
+    let info = raw_attrs(&top[1].1);
+    assert_eq!(info[0], (1, b"vrf\0".to_vec()));
+    // IFLA_INFO_DATA { IFLA_VRF_TABLE (1) = 1001 }, as `ip link add red
+    // type vrf table 1001` sends it.
+    let mut table = vec![8, 0, 1, 0];
+    table.extend_from_slice(&1001u32.to_ne_bytes());
+    assert_eq!(info[1], (2, table));
+
+    // Dumps filtered by the kernel: by kind, by controller.
+    let r = captured_one(|nl| nl.vrfs());
+    assert_eq!(cap_hdr(&r), (18, 0x301));
+    assert_eq!(&r[16..32], &[0u8; 16]);
+    let top = raw_attrs(&r[32..]);
+    assert_eq!(top.len(), 1);
+    assert_eq!(top[0].0, 18);
+    assert_eq!(raw_attrs(&top[0].1), vec![(1, b"vrf\0".to_vec())]);
+    let r = captured_one(|nl| nl.links_with_master(7));
+    assert_eq!(raw_attrs(&r[32..]), vec![(10, 7u32.to_ne_bytes().to_vec())]);
+}
+
+#[test]
+fn vrf_create_enslave_list_delete() {
+    if skip_unless_root("rtnl::vrf_create_enslave_list_delete") {
+        return;
+    }
+    let ns = NetNs::new_anonymous().unwrap();
+    let nl = Netlink::for_ns(&ns).unwrap();
+    let vrf = match nl.create_vrf("red", 1001) {
+        Ok(v) => v,
+        // A kernel without CONFIG_NET_VRF: "Unknown device type".
+        Err(e) if e.raw_errno() == Some(nix::errno::Errno::EOPNOTSUPP as i32) => {
+            crate::testutil::skip_without_kernel_feature(
+                "rtnl::vrf_create_enslave_list_delete",
+                "vrf links",
+            );
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(
+        (vrf.kind.as_str(), vrf.vrf_table, vrf.up),
+        ("vrf", Some(1001), true)
+    );
+    assert!(nl.create_vrf("red", 1002).unwrap_err().is_exists());
+    nl.create_vrf("blue", 1002).unwrap();
+    let a0 = up_pair(&nl);
+    let mut vrfs: Vec<(String, Option<u32>)> = nl
+        .vrfs()
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.name, l.vrf_table))
+        .collect();
+    vrfs.sort();
+    assert_eq!(
+        vrfs,
+        vec![("blue".into(), Some(1002)), ("red".into(), Some(1001))]
+    );
+    assert!(nl.links_with_master(vrf.index).unwrap().is_empty());
+    nl.set_master(&a0, Some(vrf.index)).unwrap();
+    let slaves = nl.links_with_master(vrf.index).unwrap();
+    assert_eq!(slaves.len(), 1);
+    assert_eq!(slaves[0].name, "a0");
+    // The veth is not a VRF: no table.
+    assert_eq!(slaves[0].vrf_table, None);
+    nl.set_master(&a0, None).unwrap();
+    assert!(nl.links_with_master(vrf.index).unwrap().is_empty());
+    nl.del_link(&vrf).unwrap();
+    nl.del_link(&vrf).unwrap();
+    assert!(nl.link_by_name("red").unwrap().is_none());
 }

@@ -8,7 +8,6 @@ use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output, Plugin};
 use ipnetwork::IpNetwork;
 use serde::Deserialize;
 use std::collections::HashSet;
-use std::fs::File;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -101,19 +100,16 @@ fn host_net(ip: &IpNetwork) -> IpNetwork {
 }
 
 /// The netns, locked as the reference locks it (flock on the netns file,
-/// so ours and Go's exclude each other), but opened read-only and never
-/// created. `None` when it is gone.
-fn lock_netns(path: &Path) -> Result<Option<(NetNs, File)>, CniError> {
+/// so ours and Go's exclude each other), but never created. `None` when
+/// it is gone.
+fn lock_netns(path: &Path) -> Result<Option<NetNs>, CniError> {
     let ns = match NetNs::open(path) {
         Ok(ns) => ns,
         Err(e) if e.is_ns_not_found() => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let lock = File::open(path)
-        .map_err(|e| CniError::internal(format!("failed to open {}: {e}", path.display())))?;
-    lock.lock()
-        .map_err(|e| CniError::internal(format!("failed to lock {}: {e}", path.display())))?;
-    Ok(Some((ns, lock)))
+    ns.lock()?;
+    Ok(Some(ns))
 }
 
 fn ns_path(args: &CmdArgs) -> Result<&Path, CniError> {
@@ -133,7 +129,7 @@ fn add(args: &CmdArgs) -> CmdResult {
             args.ifname
         )));
     }
-    let (ns, _lock) = lock_netns(ns_path(args)?)?
+    let ns = lock_netns(ns_path(args)?)?
         .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host()?;
@@ -322,7 +318,7 @@ fn del(args: &CmdArgs) -> CmdResult {
     let Some(path) = args.netns.as_deref().filter(|p| !p.as_os_str().is_empty()) else {
         return Ok(Output::Nothing);
     };
-    let Some((ns, _lock)) = lock_netns(path)? else {
+    let Some(ns) = lock_netns(path)? else {
         return Ok(Output::Nothing);
     };
     ns.run(|| -> Result<(), CniError> {
@@ -368,7 +364,7 @@ fn check(args: &CmdArgs) -> CmdResult {
     let table = Conf::parse(args)?;
     let result = prev_result(args)?;
     let ips = ips_of(&result, &args.ifname);
-    let (ns, _lock) = lock_netns(ns_path(args)?)?
+    let ns = lock_netns(ns_path(args)?)?
         .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host()?;
