@@ -171,7 +171,7 @@ pub fn first_ip(result: &Value) -> String {
 }
 
 /// True when this kernel can create links of `kind` (`dummy`, `ipvlan`,
-/// `vlan`), probed in a scratch namespace.
+/// `vlan`, `vrf`), probed in a scratch namespace.
 pub fn kernel_has(kind: &str) -> bool {
     let ns = Netns::new("kp");
     ns.exec_ok(
@@ -183,6 +183,7 @@ pub fn kernel_has(kind: &str) -> bool {
             "link", "add", "link", "p0", "name", "k0", "type", "vlan", "id", "5",
         ],
         "ipvlan" => vec!["link", "add", "link", "p0", "name", "k0", "type", "ipvlan"],
+        "vrf" => vec!["link", "add", "k0", "type", "vrf", "table", "10"],
         other => vec!["link", "add", "k0", "type", other],
     };
     ns.exec("ip", &args).status.success()

@@ -206,8 +206,8 @@ impl World {
             .container
             .exec_ok("sysctl", &["-a", "--pattern", "^net\\."]);
         state.extend(sysctls.lines().map(str::to_string));
-        // sbr's whole effect: rules and routes in the container.
-        if self.plugin == "sbr" {
+        // sbr's and vrf's whole effect: rules and routes in the container.
+        if self.plugin == "sbr" || self.plugin == "vrf" {
             for fam in ["-4", "-6"] {
                 let rules = self.container.exec_ok("ip", &[fam, "rule"]);
                 let routes = self
@@ -1985,4 +1985,62 @@ fn hostile_dhcp() {
         prev_cmd: None,
     };
     hostile(&w, base, keys, t, &["daemon.sock".to_string()]);
+#[test]
+fn hostile_vrf() {
+    if skip_link_kind("hostile_vrf", "vrf") {
+        return;
+    }
+    let mut w = World::new("vrf", 33);
+    w.watch_container = true;
+    let c = &w.container;
+    c.exec_ok(
+        "ip",
+        &[
+            "link", "add", "eth0", "type", "veth", "peer", "name", "hxv1",
+        ],
+    );
+    c.exec_ok("ip", &["addr", "add", "10.80.33.2/24", "dev", "eth0"]);
+    c.exec_ok("ip", &["link", "set", "eth0", "up"]);
+    c.exec_ok("ip", &["link", "set", "hxv1", "up"]);
+    let base = json!({
+        "cniVersion": "1.1.0", "name": w.name, "type": "vrf",
+        "vrfname": "hxvrf", "prevResult": w.prev(),
+    });
+    warm_up(&w, &base);
+    let mut keys = common_keys();
+    // Without prevResult vrf ADD must refuse: it can only be chained.
+    keys.iter_mut()
+        .filter(|k| k.path == ["prevResult"])
+        .for_each(|k| k.null = Expect::Fail);
+    let mut vrfname = key(
+        "vrfname",
+        Kind::Str,
+        vec![
+            json!(""),
+            json!("../MARK"),
+            json!("MARK/x"),
+            json!(" MARK"),
+            json!("MARK\u{0}"),
+            json!("MARK-far-too-long"),
+            json!("lo"),
+            json!("eth0"),
+            json!("hxv1"),
+        ],
+    );
+    vrfname.null = Expect::Fail;
+    keys.extend([
+        vrfname,
+        key(
+            "table",
+            Kind::Int(0, 4_294_967_295),
+            vec![json!(253), json!(254), json!(255)],
+        ),
+    ]);
+    let t = Traits {
+        uses_netns: true,
+        strict_args: false,
+        delegates: false,
+        prev_cmd: Some("ADD"),
+    };
+    hostile(&w, base, keys, t, &[]);
 }
