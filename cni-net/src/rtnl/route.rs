@@ -351,6 +351,29 @@ impl Netlink {
         )
     }
 
+    /// The routes of both families in one dump (`AF_UNSPEC`): those of
+    /// `table`, or of every table (local included) when `None`.
+    pub fn all_routes(&self, table: Option<u32>) -> Result<Vec<Route>, NetError> {
+        self.route().dump(
+            || {
+                let mut m = RouteMessage::default();
+                if let Some(t) = table {
+                    m.attributes.push(RouteAttribute::Table(t));
+                }
+                RouteNetlinkMessage::GetRoute(m)
+            },
+            "list routes",
+            |m| match m {
+                // Multicast routing tables' entries are left out; the table
+                // check stays for kernels that ignore the filter.
+                RouteNetlinkMessage::NewRoute(m) => {
+                    Route::from_message(m).filter(|r| table.is_none() || r.table == table)
+                }
+                _ => None,
+            },
+        )
+    }
+
     /// Deletes the first route matching `route` (unset fields match any);
     /// no match is not an error.
     pub fn del_route(&self, route: &Route) -> Result<(), NetError> {

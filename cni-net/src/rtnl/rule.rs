@@ -130,6 +130,19 @@ impl Netlink {
         ok_if_missing(r, &[libc_errno::ENOENT, libc_errno::ESRCH])
     }
 
+    /// The rules of both families in one dump (`AF_UNSPEC`).
+    pub fn all_rules(&self) -> Result<Vec<Rule>, NetError> {
+        self.route().dump(
+            || RouteNetlinkMessage::GetRule(RuleMessage::default()),
+            "list rules",
+            |m| match m {
+                // Multicast routing rules (RTNL_FAMILY_IPMR …) are left out.
+                RouteNetlinkMessage::NewRule(m) => Rule::from_message(m),
+                _ => None,
+            },
+        )
+    }
+
     /// The rules of one family, in the kernel's (priority) order.
     pub fn rules(&self, family: IpFamily) -> Result<Vec<Rule>, NetError> {
         self.route().dump(

@@ -1280,3 +1280,48 @@ fn vrf_create_enslave_list_delete() {
     nl.del_link(&vrf).unwrap();
     assert!(nl.link_by_name("red").unwrap().is_none());
 }
+
+#[test]
+fn all_rules_and_routes_in_one_dump() {
+    if skip_unless_root("rtnl::all_rules_and_routes_in_one_dump") {
+        return;
+    }
+    let ns = NetNs::new_anonymous().unwrap();
+    let nl = Netlink::for_ns(&ns).unwrap();
+    let a0 = up_pair(&nl);
+    nl.add_addr(&a0, net("10.130.77.2/24")).unwrap();
+    let mut r4 = Route::new(net("10.130.78.0/24")).dev(a0.index);
+    r4.table = Some(1001);
+    nl.add_route(&r4).unwrap();
+    let mut r6 = Route::new(net("fd30:130::/64")).dev(a0.index);
+    r6.table = Some(1002);
+    let v6 = ipv6_enabled();
+    if v6 {
+        nl.add_route(&r6).unwrap();
+    }
+    nl.add_rule(&Rule::from_source(net("10.130.77.9/32"), 1003))
+        .unwrap();
+    let every = nl.all_routes(None).unwrap();
+    let tables: std::collections::HashSet<u32> = every.iter().filter_map(|r| r.table).collect();
+    assert!(
+        tables.contains(&1001) && tables.contains(&TABLE_MAIN),
+        "{tables:?}"
+    );
+    assert_eq!(v6, tables.contains(&1002), "{tables:?}");
+    let in_1001 = nl.all_routes(Some(1001)).unwrap();
+    assert_eq!(in_1001.len(), 1, "{in_1001:?}");
+    assert_eq!(in_1001[0].dst, net("10.130.78.0/24"));
+    // A table no family has: no routes, no error.
+    assert!(nl.all_routes(Some(4242)).unwrap().is_empty());
+    let mut main = nl.all_routes(Some(TABLE_MAIN)).unwrap();
+    let mut want = nl.routes(IpFamily::V4, None).unwrap();
+    want.extend(nl.routes(IpFamily::V6, None).unwrap());
+    main.sort_by_key(|r| r.to_string());
+    want.sort_by_key(|r| r.to_string());
+    assert_eq!(main, want);
+    let rules = nl.all_rules().unwrap();
+    let mut want = nl.rules(IpFamily::V4).unwrap();
+    want.extend(nl.rules(IpFamily::V6).unwrap());
+    assert_eq!(rules.len(), want.len(), "{rules:?}");
+    assert!(rules.iter().any(|r| r.table == 1003));
+}

@@ -192,14 +192,19 @@ fn add_in_ns(nl: &Netlink, conf: &Conf, ifname: &str) -> Result<(), CniError> {
             "interface {ifname} has already a master set: {name}"
         )));
     }
-    let (vrf, created) = match existing {
-        Some(vrf) => (vrf, false),
-        None => (create_vrf(nl, conf)?, true),
+    // Choosing a free table dumps every route: the main table's come
+    // with it, and Saved takes those instead of asking again.
+    let (vrf, created, all_routes) = match existing {
+        Some(vrf) => (vrf, false, None),
+        None => {
+            let (vrf, routes) = create_vrf(nl, conf)?;
+            (vrf, true, routes)
+        }
     };
     let table = vrf
         .vrf_table
         .ok_or_else(|| CniError::internal(format!("VRF {} reports no routing table", vrf.name)))?;
-    let saved = Saved::take(nl, &link)?;
+    let saved = Saved::take(nl, &link, all_routes)?;
     if let Err(e) = nl.set_master(&link, Some(vrf.index)) {
         if created {
             undo_log(nl.del_link(&vrf));
@@ -227,9 +232,11 @@ fn undo_log(r: Result<(), cni_net::NetError>) {
 }
 
 /// Creates the VRF: with the configured table, which no other VRF may use,
-/// else with the first table nothing uses.
-fn create_vrf(nl: &Netlink, conf: &Conf) -> Result<Link, CniError> {
+/// else with the first table nothing uses. Returns it, and every route of
+/// the namespace when it dumped them to choose the table.
+fn create_vrf(nl: &Netlink, conf: &Conf) -> Result<(Link, Option<Vec<Route>>), CniError> {
     let vrfs = nl.vrfs()?;
+    let mut all_routes = None;
     let table = match conf.table {
         Some(t) => {
             if let Some(other) = vrfs.iter().find(|v| v.vrf_table == Some(t)) {
@@ -240,10 +247,15 @@ fn create_vrf(nl: &Netlink, conf: &Conf) -> Result<Link, CniError> {
             }
             t
         }
-        None => first_free_table(&used_tables(nl, &vrfs)?)?,
+        None => {
+            let routes = nl.all_routes(None)?;
+            let t = first_free_table(&used_tables(nl, &vrfs, &routes)?)?;
+            all_routes = Some(routes);
+            t
+        }
     };
-    match nl.create_vrf(&conf.vrfname, table) {
-        Ok(v) => Ok(v),
+    let vrf = match nl.create_vrf(&conf.vrfname, table) {
+        Ok(v) => v,
         // Made by someone else between our lookup and our request: theirs
         // must do, if it is a VRF with the right table.
         Err(e) if e.is_exists() => {
@@ -257,23 +269,24 @@ fn create_vrf(nl: &Netlink, conf: &Conf) -> Result<Link, CniError> {
                     v.vrf_table.unwrap_or(0)
                 )));
             }
-            Ok(v)
+            v
         }
-        Err(e) => Err(CniError::internal(format!(
-            "could not add VRF {}: {}",
-            conf.vrfname,
-            e.reason()
-        ))),
-    }
+        Err(e) => {
+            return Err(CniError::internal(format!(
+                "could not add VRF {}: {}",
+                conf.vrfname,
+                e.reason()
+            )));
+        }
+    };
+    Ok((vrf, all_routes))
 }
 
-/// Tables in use: by a VRF, by a rule, or holding a route (either family).
-fn used_tables(nl: &Netlink, vrfs: &[Link]) -> Result<HashSet<u32>, CniError> {
+/// Tables in use: by a VRF, by a rule, or holding one of `routes`.
+fn used_tables(nl: &Netlink, vrfs: &[Link], routes: &[Route]) -> Result<HashSet<u32>, CniError> {
     let mut used: HashSet<u32> = vrfs.iter().filter_map(|v| v.vrf_table).collect();
-    for family in [IpFamily::V4, IpFamily::V6] {
-        used.extend(nl.rules(family)?.iter().map(|r| r.table));
-        used.extend(nl.routes_all_tables(family)?.iter().filter_map(|r| r.table));
-    }
+    used.extend(nl.all_rules()?.iter().map(|r| r.table));
+    used.extend(routes.iter().filter_map(|r| r.table));
     Ok(used)
 }
 
@@ -293,21 +306,26 @@ struct Saved {
 }
 
 impl Saved {
-    fn take(nl: &Netlink, link: &Link) -> Result<Saved, CniError> {
+    /// `all_routes`: every route of the namespace, if already dumped.
+    fn take(nl: &Netlink, link: &Link, all_routes: Option<Vec<Route>>) -> Result<Saved, CniError> {
         let v6_addrs = nl
             .addrs(link, Some(IpFamily::V6))?
             .into_iter()
             .filter(|a| a.scope == scope::UNIVERSE)
             .map(|a| a.address)
             .collect();
-        let mut routes = Vec::new();
-        for family in [IpFamily::V4, IpFamily::V6] {
-            routes.extend(
-                nl.routes(family, Some(TABLE_MAIN))?
-                    .into_iter()
-                    .filter(|r| r.oif == Some(link.index) && r.scope == Some(scope::UNIVERSE)),
-            );
-        }
+        let routes = match all_routes {
+            Some(r) => r,
+            None => nl.all_routes(Some(TABLE_MAIN))?,
+        };
+        let routes = routes
+            .into_iter()
+            .filter(|r| {
+                r.table == Some(TABLE_MAIN)
+                    && r.oif == Some(link.index)
+                    && r.scope == Some(scope::UNIVERSE)
+            })
+            .collect();
         Ok(Saved { v6_addrs, routes })
     }
 
@@ -317,11 +335,14 @@ impl Saved {
     /// the reference covers by polling for up to 2.5 s), then the routes,
     /// into the VRF's table.
     fn restore(&self, nl: &Netlink, link: &Link, vrf: &Link, table: u32) -> Result<(), CniError> {
-        let now: Vec<IpNetwork> = nl
-            .addrs(link, Some(IpFamily::V6))?
-            .into_iter()
-            .map(|a| a.address)
-            .collect();
+        let now: Vec<IpNetwork> = if self.v6_addrs.is_empty() {
+            Vec::new()
+        } else {
+            nl.addrs(link, Some(IpFamily::V6))?
+                .into_iter()
+                .map(|a| a.address)
+                .collect()
+        };
         let no_dad = AddrFlags {
             no_dad: true,
             ..AddrFlags::default()
