@@ -1985,12 +1985,14 @@ fn hostile_dhcp() {
         prev_cmd: None,
     };
     hostile(&w, base, keys, t, &["daemon.sock".to_string()]);
+}
+
 #[test]
 fn hostile_vrf() {
     if skip_link_kind("hostile_vrf", "vrf") {
         return;
     }
-    let mut w = World::new("vrf", 33);
+    let mut w = World::new("vrf", 34);
     w.watch_container = true;
     let c = &w.container;
     c.exec_ok(
@@ -1999,7 +2001,7 @@ fn hostile_vrf() {
             "link", "add", "eth0", "type", "veth", "peer", "name", "hxv1",
         ],
     );
-    c.exec_ok("ip", &["addr", "add", "10.80.33.2/24", "dev", "eth0"]);
+    c.exec_ok("ip", &["addr", "add", "10.80.34.2/24", "dev", "eth0"]);
     c.exec_ok("ip", &["link", "set", "eth0", "up"]);
     c.exec_ok("ip", &["link", "set", "hxv1", "up"]);
     let base = json!({

@@ -360,13 +360,13 @@ impl Netlink {
                 if let Some(t) = table {
                     m.attributes.push(RouteAttribute::Table(t));
                 }
-                RouteNetlinkMessage::GetRoute(m)
+                Rtm(RTM_GETROUTE, m)
             },
             "list routes",
             |m| match m {
                 // Multicast routing tables' entries are left out; the table
                 // check stays for kernels that ignore the filter.
-                RouteNetlinkMessage::NewRoute(m) => {
+                Rtm(RTM_NEWROUTE, m) => {
                     Route::from_message(m).filter(|r| table.is_none() || r.table == table)
                 }
                 _ => None,

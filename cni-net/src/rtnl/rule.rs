@@ -133,11 +133,11 @@ impl Netlink {
     /// The rules of both families in one dump (`AF_UNSPEC`).
     pub fn all_rules(&self) -> Result<Vec<Rule>, NetError> {
         self.route().dump(
-            || RouteNetlinkMessage::GetRule(RuleMessage::default()),
+            || Rtm(RTM_GETRULE, RuleMessage::default()),
             "list rules",
             |m| match m {
                 // Multicast routing rules (RTNL_FAMILY_IPMR …) are left out.
-                RouteNetlinkMessage::NewRule(m) => Rule::from_message(m),
+                Rtm(RTM_NEWRULE, m) => Rule::from_message(m),
                 _ => None,
             },
         )

@@ -5,21 +5,21 @@
 use super::link::link_message;
 use super::{Link, Netlink};
 use crate::error::NetError;
+use crate::nl::rtm::{RTM_GETLINK, RTM_NEWLINK, Rtm};
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
-use netlink_packet_route::RouteNetlinkMessage;
 use netlink_packet_route::link::{
     InfoData, InfoKind, InfoVrf, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
 };
 
 /// `ip link add <name> up type vrf table <table>`: up in the same request.
-pub(crate) fn vrf_message(name: &str, table: u32) -> RouteNetlinkMessage {
+pub(crate) fn vrf_message(name: &str, table: u32) -> Rtm<LinkMessage> {
     let mut m = link_message(0, LinkFlags::Up, LinkFlags::Up);
     m.attributes.push(LinkAttribute::IfName(name.to_string()));
     m.attributes.push(LinkAttribute::LinkInfo(vec![
         LinkInfo::Kind(InfoKind::Vrf),
         LinkInfo::Data(InfoData::Vrf(vec![InfoVrf::TableId(table)])),
     ]));
-    RouteNetlinkMessage::NewLink(m)
+    Rtm(RTM_NEWLINK, m)
 }
 
 /// A link dump the kernel filters (strict checking): by kind
@@ -27,7 +27,7 @@ pub(crate) fn vrf_message(name: &str, table: u32) -> RouteNetlinkMessage {
 pub(crate) fn filtered_dump_message(
     kind: Option<InfoKind>,
     master: Option<u32>,
-) -> RouteNetlinkMessage {
+) -> Rtm<LinkMessage> {
     let mut m = LinkMessage::default();
     if let Some(i) = master {
         m.attributes.push(LinkAttribute::Controller(i));
@@ -36,7 +36,7 @@ pub(crate) fn filtered_dump_message(
         m.attributes
             .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(k)]));
     }
-    RouteNetlinkMessage::GetLink(m)
+    Rtm(RTM_GETLINK, m)
 }
 
 impl Netlink {
@@ -61,9 +61,7 @@ impl Netlink {
             "list vrfs",
             |m| match m {
                 // The kind check stays for kernels that ignore the filter.
-                RouteNetlinkMessage::NewLink(m) => {
-                    Some(Link::from_message(m)).filter(|l| l.kind == "vrf")
-                }
+                Rtm(RTM_NEWLINK, m) => Some(Link::from_message(m)).filter(|l| l.kind == "vrf"),
                 _ => None,
             },
         )
@@ -76,7 +74,7 @@ impl Netlink {
             || filtered_dump_message(None, Some(master)),
             &format!("list links with master {master}"),
             |m| match m {
-                RouteNetlinkMessage::NewLink(m) => {
+                Rtm(RTM_NEWLINK, m) => {
                     Some(Link::from_message(m)).filter(|l| l.master == Some(master))
                 }
                 _ => None,
