@@ -310,40 +310,48 @@ mod tests {
         assert!(!got.unwrap());
     }
 
-    #[test]
-    fn reads_rules_of_iptables_nft_chains() {
-        use std::process::Command;
-        if crate::testutil::skip_unless_root("nf_tables::reads_rules_of_iptables_nft_chains") {
-            return;
+    /// True (after saying SKIP) when the test cannot run here: not root,
+    /// or no iptables-nft-restore to make the rules it reads.
+    fn skip_without_iptables_nft(test: &str) -> bool {
+        if crate::testutil::skip_unless_root(test) {
+            return true;
         }
-        if Command::new("iptables-nft-restore")
+        let missing = std::process::Command::new("iptables-nft-restore")
             .arg("--version")
             .output()
-            .is_err()
-        {
+            .is_err();
+        if missing {
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr().lock(),
-                "SKIP nf_tables::reads_rules_of_iptables_nft_chains: no iptables-nft-restore (package iptables)"
+                "SKIP {test}: no iptables-nft-restore (package iptables)"
             );
+        }
+        missing
+    }
+
+    /// Feeds `rules` to `tool --noflush -w` (iptables-nft-restore or
+    /// ip6tables-nft-restore) in the current netns.
+    fn restore_noflush(tool: &str, rules: &[u8]) {
+        use std::io::Write;
+        let mut child = std::process::Command::new(tool)
+            .args(["--noflush", "-w"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(rules).unwrap();
+        assert!(child.wait().unwrap().success());
+    }
+
+    #[test]
+    fn reads_rules_of_iptables_nft_chains() {
+        if skip_without_iptables_nft("nf_tables::reads_rules_of_iptables_nft_chains") {
             return;
         }
         let ns = crate::NetNs::new_anonymous().unwrap();
         let rules = ns
             .run(|| {
-                let mut child = Command::new("iptables-nft-restore")
-                    .args(["--noflush", "-w"])
-                    .stdin(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                use std::io::Write;
-                child
-                    .stdin
-                    .take()
-                    .unwrap()
-                    .write_all(b"*nat\n:MARKS - [0:0]\n:MQ - [0:0]\n-A MARKS -m comment --comment x -j MARK --set-xmark 0x2000/0x2000\n-A MQ -m mark --mark 0x2000/0x2000 -j MASQUERADE\n-A PREROUTING -m addrtype --dst-type LOCAL -j MARKS\nCOMMIT\n")
-                    .unwrap();
-                assert!(child.wait().unwrap().success());
+                restore_noflush("iptables-nft-restore", b"*nat\n:MARKS - [0:0]\n:MQ - [0:0]\n-A MARKS -m comment --comment x -j MARK --set-xmark 0x2000/0x2000\n-A MQ -m mark --mark 0x2000/0x2000 -j MASQUERADE\n-A PREROUTING -m addrtype --dst-type LOCAL -j MARKS\nCOMMIT\n");
                 let mut nf = NfTables::open(IpFamily::V4).unwrap();
                 assert!(nf.chain_exists("nat", "MARKS").unwrap());
                 assert!(!nf.chain_exists("nat", "NOPE").unwrap());
@@ -382,49 +390,13 @@ mod tests {
     }
     #[test]
     fn deletes_rules_by_handle_all_or_none() {
-        use std::process::Command;
-        if crate::testutil::skip_unless_root("nf_tables::deletes_rules_by_handle_all_or_none") {
-            return;
-        }
-        if Command::new("iptables-nft-restore")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "SKIP nf_tables::deletes_rules_by_handle_all_or_none: no iptables-nft-restore (package iptables)"
-            );
+        if skip_without_iptables_nft("nf_tables::deletes_rules_by_handle_all_or_none") {
             return;
         }
         let ns = crate::NetNs::new_anonymous().unwrap();
         ns.run(|| {
-            let mut child = Command::new("iptables-nft-restore")
-                .args(["--noflush", "-w"])
-                .stdin(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(b"*filter\n:T - [0:0]\n-A T -s 10.134.0.2/32 -j ACCEPT\n-A T -d 10.134.0.3/32 -j DROP\n-A T -s 10.134.0.4/32 -j RETURN\nCOMMIT\n")
-                .unwrap();
-            assert!(child.wait().unwrap().success());
-            let mut child = Command::new("ip6tables-nft-restore")
-                .args(["--noflush", "-w"])
-                .stdin(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(b"*filter\n:T - [0:0]\n-A T -s fd21:134::2/128 -j ACCEPT\nCOMMIT\n")
-                .unwrap();
-            assert!(child.wait().unwrap().success());
+            restore_noflush("iptables-nft-restore", b"*filter\n:T - [0:0]\n-A T -s 10.134.0.2/32 -j ACCEPT\n-A T -d 10.134.0.3/32 -j DROP\n-A T -s 10.134.0.4/32 -j RETURN\nCOMMIT\n");
+            restore_noflush("ip6tables-nft-restore", b"*filter\n:T - [0:0]\n-A T -s fd21:134::2/128 -j ACCEPT\nCOMMIT\n");
             let mut nf6 = NfTables::open(IpFamily::V6).unwrap();
             let v6 = nf6.chain_rules("filter", "T").unwrap();
             assert_eq!(v6[0].payloads, [(1, 8, 16)]);
