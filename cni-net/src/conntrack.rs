@@ -8,7 +8,13 @@
 
 use crate::IpFamily;
 use crate::error::NetError;
-use crate::nl::nfnl::{Conn, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, attrs, find_attr};
+use crate::nl::Socket;
+use crate::nl::nfm::Nfm;
+use netlink_packet_core::{DefaultNla, NLM_F_ACK, NLM_F_DUMP, NlasIterator, Parseable};
+use netlink_packet_netfilter::NetfilterProtoFamily;
+use netlink_packet_netfilter::conntrack::{
+    ConntrackAttribute, ConntrackMessage, ProtoTuple, Tuple,
+};
 
 /// IANA protocol number of TCP.
 pub const PROTO_TCP: u8 = 6;
@@ -17,46 +23,68 @@ pub const PROTO_UDP: u8 = 17;
 /// IANA protocol number of SCTP.
 pub const PROTO_SCTP: u8 = 132;
 
-const NFNL_SUBSYS_CTNETLINK: u16 = 1;
-const IPCTNL_MSG_CT_GET: u16 = 1;
-const IPCTNL_MSG_CT_DELETE: u16 = 2;
+// Entry attributes (`include/uapi/linux/netfilter/nfnetlink_conntrack.h`);
+// netlink-packet-netfilter keeps its copies private.
 const CTA_TUPLE_ORIG: u16 = 1;
 const CTA_ID: u16 = 12;
 const CTA_ZONE: u16 = 18;
-const CTA_TUPLE_PROTO: u16 = 2;
-const CTA_PROTO_NUM: u16 = 1;
-const CTA_PROTO_DST_PORT: u16 = 3;
 
-fn nfgenmsg(family: Option<IpFamily>) -> [u8; 4] {
-    let af = match family {
-        None => 0,
-        Some(IpFamily::V4) => 2,
-        Some(IpFamily::V6) => 10,
-    };
-    // family, version NFNETLINK_V0, res_id 0
-    [af, 0, 0, 0]
+fn nfproto(family: Option<IpFamily>) -> NetfilterProtoFamily {
+    match family {
+        None => NetfilterProtoFamily::Unspec,
+        Some(IpFamily::V4) => NetfilterProtoFamily::IPv4,
+        Some(IpFamily::V6) => NetfilterProtoFamily::IPv6,
+    }
 }
 
-/// The attributes that identify one entry for a delete request.
-fn identity(entry: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (kind, _, whole) in attrs(entry) {
-        if matches!(kind, CTA_TUPLE_ORIG | CTA_ID | CTA_ZONE) {
-            out.extend_from_slice(whole);
-            out.resize((out.len() + 3) & !3, 0);
+/// One entry of the dump, as far as a delete by port needs it.
+#[derive(Debug, Default)]
+struct Entry {
+    /// Protocol number and destination port of the original direction.
+    proto_port: Option<(u8, u16)>,
+    /// What identifies the entry to a delete request: the original tuple
+    /// (typed), its ID and zone (passed back as `DefaultNla`: the crate has
+    /// no typed CTA_ID or CTA_ZONE).
+    identity: Vec<ConntrackAttribute>,
+}
+
+/// Reads the entry's attributes that [`Entry`] needs, and only those
+/// (status, counters, timeouts, the reply tuple … are skipped unparsed).
+fn read_entry(attributes: &[u8]) -> Entry {
+    let mut entry = Entry::default();
+    for nla in NlasIterator::new(attributes) {
+        let Ok(nla) = nla else {
+            break;
+        };
+        let attribute = match nla.kind() {
+            CTA_TUPLE_ORIG => ConntrackAttribute::parse(&nla).ok(),
+            CTA_ID | CTA_ZONE => DefaultNla::parse(&nla).ok().map(ConntrackAttribute::Other),
+            _ => None,
+        };
+        if let Some(attribute) = attribute {
+            if let ConntrackAttribute::CtaTupleOrig(tuple) = &attribute {
+                entry.proto_port = proto_port(tuple);
+            }
+            entry.identity.push(attribute);
         }
     }
-    out
+    entry
 }
 
-/// (protocol, original destination port) of an entry's attributes.
-fn orig_proto_port(entry: &[u8]) -> Option<(u8, u16)> {
-    let tuple = find_attr(entry, CTA_TUPLE_ORIG)?;
-    let proto = find_attr(tuple, CTA_TUPLE_PROTO)?;
-    let num = *find_attr(proto, CTA_PROTO_NUM)?.first()?;
-    let port = find_attr(proto, CTA_PROTO_DST_PORT)
-        .and_then(|p| p.get(0..2))
-        .map(|p| u16::from_be_bytes([p[0], p[1]]))?;
+/// (protocol, destination port) of a tuple.
+fn proto_port(tuple: &[Tuple]) -> Option<(u8, u16)> {
+    let proto = tuple.iter().find_map(|t| match t {
+        Tuple::Proto(p) => Some(p),
+        _ => None,
+    })?;
+    let num = proto.iter().find_map(|p| match p {
+        ProtoTuple::Protocol(n) => Some(u8::from(*n)),
+        _ => None,
+    })?;
+    let port = proto.iter().find_map(|p| match p {
+        ProtoTuple::DestinationPort(port) => Some(*port),
+        _ => None,
+    })?;
     Some((num, port))
 }
 
@@ -84,36 +112,28 @@ pub fn delete_by_orig_dst_port(
     if ports.is_empty() || count() == Some(0) {
         return Ok(0);
     }
-    let mut conn = Conn::open(netlink_sys::protocols::NETLINK_NETFILTER, "conntrack")?;
-    let dump_header = nfgenmsg(family);
-    let dump = crate::nl::nfnl::Request::new(
-        (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET,
-        NLM_F_REQUEST | NLM_F_DUMP,
-        &dump_header,
-    );
-    // (the entry's own family header, its identity)
-    let mut doomed: Vec<([u8; 4], Vec<u8>)> = Vec::new();
-    conn.request(dump, "dump conntrack table", |_, payload| {
-        let (Some(header), Some(entry)) = (payload.get(0..4), payload.get(4..)) else {
-            return;
+    let mut socket = Socket::open(netlink_sys::protocols::NETLINK_NETFILTER, "conntrack")?;
+    let dump = Nfm::conntrack(nfproto(family), ConntrackMessage::Get(Vec::new()));
+    // (the entry's own family, its identity)
+    let mut doomed: Vec<(NetfilterProtoFamily, Vec<ConntrackAttribute>)> = Vec::new();
+    socket.request(&dump, NLM_F_DUMP, "dump conntrack table", |_, payload| {
+        let (Some(&af), Some(attributes)) = (payload.first(), payload.get(4..)) else {
+            return Ok(());
         };
-        if let Some((p, port)) = orig_proto_port(entry)
+        let entry = read_entry(attributes);
+        if let Some((p, port)) = entry.proto_port
             && p == protocol
             && ports.contains(&port)
         {
-            doomed.push(([header[0], 0, 0, 0], identity(entry)));
+            doomed.push((af.into(), entry.identity));
         }
+        Ok(())
     })?;
     let mut deleted = 0;
-    for (header, id) in doomed {
-        let mut req = crate::nl::nfnl::Request::new(
-            (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE,
-            NLM_F_REQUEST | NLM_F_ACK,
-            &header,
-        );
-        req.raw(&id);
-        match conn.request(req, "delete conntrack entry", |_, _| {}) {
-            Ok(()) => deleted += 1,
+    for (af, id) in doomed {
+        let delete = Nfm::conntrack(af, ConntrackMessage::Delete(id));
+        match socket.request(&delete, NLM_F_ACK, "delete conntrack entry", |_, _| Ok(())) {
+            Ok(_) => deleted += 1,
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),
         }
@@ -134,19 +154,61 @@ mod tests {
         v
     }
 
+    const CTA_TUPLE_PROTO: u16 = 2;
+    const CTA_PROTO_NUM: u16 = 1;
+    const CTA_PROTO_DST_PORT: u16 = 3;
+
     #[test]
     fn reads_protocol_and_port_and_keeps_identity() {
+        use netlink_packet_core::Nla;
         let mut proto = attr(CTA_PROTO_NUM, &[17]);
         proto.extend(attr(CTA_PROTO_DST_PORT, &8080u16.to_be_bytes()));
-        let mut tuple = attr(1, &[0; 12]);
+        let mut tuple = attr(1 | 0x8000, &attr(1, &[10, 139, 0, 2]));
         tuple.extend(attr(CTA_TUPLE_PROTO | 0x8000, &proto));
         let mut entry = attr(CTA_TUPLE_ORIG | 0x8000, &tuple);
         entry.extend(attr(3, &[0, 0, 0, 1])); // CTA_STATUS: not copied
         entry.extend(attr(CTA_ID, &[0, 0, 0, 7]));
-        assert_eq!(orig_proto_port(&entry), Some((17, 8080)));
-        let id = identity(&entry);
-        let kinds: Vec<u16> = attrs(&id).map(|(k, _, _)| k).collect();
+        let got = read_entry(&entry);
+        assert_eq!(got.proto_port, Some((17, 8080)));
+        let kinds: Vec<u16> = got.identity.iter().map(|a| a.kind()).collect();
         assert_eq!(kinds, vec![CTA_TUPLE_ORIG, CTA_ID]);
+        // Malformed or cut short: no port, no panic.
+        assert_eq!(read_entry(&entry[..7]).proto_port, None);
+        assert_eq!(
+            read_entry(&attr(CTA_TUPLE_ORIG, &[1, 2, 3])).proto_port,
+            None
+        );
+    }
+
+    /// The crate-typed requests are, byte for byte, the ones this module
+    /// hand-built before.
+    #[test]
+    fn requests_are_the_hand_built_bytes() {
+        use crate::nl::nfnl::Request;
+        use netlink_packet_core::NLM_F_REQUEST;
+        let mut proto = attr(CTA_PROTO_NUM, &[6]);
+        proto.extend(attr(CTA_PROTO_DST_PORT, &443u16.to_be_bytes()));
+        let tuple = attr(CTA_TUPLE_PROTO | 0x8000, &proto);
+        let mut entry = attr(CTA_TUPLE_ORIG | 0x8000, &tuple);
+        entry.extend(attr(CTA_ID, &[0, 0, 0, 7]));
+        entry.extend(attr(CTA_ZONE, &[0, 1]));
+
+        let mut socket = Socket::capture("conntrack");
+        let dump = Nfm::conntrack(nfproto(None), ConntrackMessage::Get(Vec::new()));
+        socket
+            .request(&dump, NLM_F_DUMP, "dump", |_, _| Ok(()))
+            .unwrap();
+        let delete = ConntrackMessage::Delete(read_entry(&entry).identity);
+        let delete = Nfm::conntrack(nfproto(Some(IpFamily::V6)), delete);
+        socket
+            .request(&delete, NLM_F_ACK, "delete", |_, _| Ok(()))
+            .unwrap();
+
+        let want_dump = Request::new(0x0101, NLM_F_REQUEST | NLM_F_DUMP, &[0, 0, 0, 0]);
+        let mut want_delete = Request::new(0x0102, NLM_F_REQUEST | NLM_F_ACK, &[10, 0, 0, 0]);
+        want_delete.raw(&entry);
+        let want = vec![want_dump.finish(1).unwrap(), want_delete.finish(2).unwrap()];
+        assert_eq!(socket.captured(), want);
     }
 
     #[test]

@@ -14,7 +14,11 @@
 //!   family's code into every binary).
 //! - [`gaps`]: the few things the crates do not type, hand-written in one
 //!   place, each naming the missing crate type.
-//! - [`nfnl`]: the netfilter queries' requests, hand-built (size: see there).
+//! - [`nfm`]: [`Nfm<T>`](nfm::Nfm), the same for nfnetlink with
+//!   netlink-packet-netfilter's bodies (nf_tables chains and rules,
+//!   conntrack, batch begin/end), and [`Socket::nftables_batch`].
+//! - [`nfnl`]: what stays hand-written of nfnetlink (reading rule answers;
+//!   why: see there).
 //!
 //! # Adding an operation
 //!
@@ -52,6 +56,7 @@
 //! instead of sending them: compare the bytes with what iproute2 sends.
 
 pub(crate) mod gaps;
+pub(crate) mod nfm;
 pub(crate) mod nfnl;
 pub(crate) mod rtm;
 pub(crate) mod socket;

@@ -1,102 +1,22 @@
-//! Hand-built nfnetlink requests and a bounds-checked attribute walker,
-//! for the two netfilter queries (`crate::nf_tables`: chain lookup and rule
-//! listing; `crate::conntrack`: dump and delete), sent through the same
-//! [`Socket`] as everything else.
+//! What stays hand-written of nfnetlink: a bounds-checked attribute walker
+//! for nf_tables rule answers, and (tests only) a builder of hand-made
+//! messages. The requests are netlink-packet-netfilter's types
+//! ([`super::nfm`]); conntrack answers are read with its types.
 //!
-//! Why not netlink-packet-netfilter 0.4: it covers them, and was used twice.
-//! Through its `NetfilterMessage` it added 123 KB to portmap (0.535x the Go
-//! reference's size, past the 0.5x ceiling). Typed per body (`RuleMessage`,
-//! `ConntrackMessage` directly, as `rtm::Rtm` does for rtnetlink) it cost
-//! only 69,632 bytes (portmap 0.464x), but an A/B of the release builds
-//! (scripts/bench with RCNI_REF_DIR, 200 runs per side) measured portmap ADD
-//! 1.25x (50 mappings 1.14x), firewall ADD 1.17x and with same-bridge
-//! isolation 1.72x of this code: its rule parser builds an owned value for
-//! every expression attribute and formats the expression's bytes with
-//! `{:?}` for an error context on every attribute it reads, whether or not
-//! the parse fails (`nftables/attributes/expression.rs`). These queries
-//! read a handful of attributes, are tested against iptables-nft's real
-//! chains and the kernel's conntrack entries, and so stay here.
+//! Why rules are not read with the crate's `RuleMessage` parser (0.4):
+//! it was used twice, and an A/B of the release builds (scripts/bench
+//! with RCNI_REF_DIR, 200 runs per side) measured portmap ADD 1.25x (50
+//! mappings 1.14x), firewall ADD 1.17x and with same-bridge isolation
+//! 1.72x of this walker: it builds an owned value for every expression
+//! attribute and formats the bytes with `{:?}` for an error context on
+//! every attribute it reads, whether or not the parse fails
+//! (`nftables/attributes/expression.rs`, `list.rs`).
 
-use crate::error::NetError;
-use crate::nl::Socket;
-
-pub(crate) use netlink_packet_core::{NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST};
+#[cfg(test)]
 use std::fmt;
 
 /// Attribute type bits; the top two are the nested and byte-order flags.
 const NLA_TYPE_MASK: u16 = 0x3fff;
-
-/// A blocking netlink socket bound to the calling thread's namespace.
-pub(crate) struct Conn(Socket);
-
-impl Conn {
-    /// Opens a socket of netlink `protocol` (`netlink_sys::protocols::*`).
-    pub(crate) fn open(protocol: isize, what: &'static str) -> Result<Conn, NetError> {
-        Socket::open(protocol, what).map(Conn)
-    }
-
-    /// Sends `req` and hands every answer message (type, payload after the
-    /// netlink header) to `each`, until the dump's DONE or the ACK.
-    pub(crate) fn request(
-        &mut self,
-        req: Request,
-        op: &str,
-        mut each: impl FnMut(u16, &[u8]),
-    ) -> Result<(), NetError> {
-        let bytes = req
-            .finish(0)
-            .map_err(|e| NetError::other(op, e.to_string()))?;
-        self.0
-            .raw(&bytes, op, |k, p| {
-                each(k, p);
-                Ok(())
-            })
-            .map(|_| ())
-    }
-}
-
-impl Conn {
-    /// Sends `msgs` as one nfnetlink batch (BEGIN, the messages, END) for
-    /// subsystem `subsys`: the kernel applies all of them or none. Only the
-    /// last message asks for an ACK; the kernel reports answers in message
-    /// order, so the first answer read is either the error of the first
-    /// message that failed (the batch was then aborted) or that ACK.
-    pub(crate) fn batch(
-        &mut self,
-        subsys: u16,
-        msgs: Vec<Request>,
-        op: &str,
-    ) -> Result<(), NetError> {
-        const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
-        const NFNL_MSG_BATCH_END: u16 = 0x11;
-        if msgs.is_empty() {
-            // Nothing would be answered.
-            return Ok(());
-        }
-        // struct nfgenmsg: AF_UNSPEC, version 0, res_id = the subsystem
-        // (big endian).
-        let [hi, lo] = subsys.to_be_bytes();
-        let framing = [0u8, 0, hi, lo];
-        let last = msgs.len().saturating_sub(1);
-        let mut bytes = Request::new(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, &framing)
-            .finish(0)
-            .map_err(|e| NetError::other(op, e.to_string()))?;
-        for (i, mut msg) in msgs.into_iter().enumerate() {
-            if i == last {
-                msg.add_flags(NLM_F_ACK);
-            }
-            let m = msg
-                .finish(0)
-                .map_err(|e| NetError::other(op, e.to_string()))?;
-            bytes.extend_from_slice(&m);
-        }
-        let end = Request::new(NFNL_MSG_BATCH_END, NLM_F_REQUEST, &framing)
-            .finish(0)
-            .map_err(|e| NetError::other(op, e.to_string()))?;
-        bytes.extend_from_slice(&end);
-        self.0.raw(&bytes, op, |_, _| Ok(())).map(|_| ())
-    }
-}
 
 /// Iterates the attributes in `data`: (type without flag bits, payload, the
 /// whole encoded attribute).
@@ -119,16 +39,19 @@ pub(crate) fn find_attr(data: &[u8], kind: u16) -> Option<&[u8]> {
     attrs(data).find(|(k, _, _)| *k == kind).map(|(_, p, _)| p)
 }
 
-/// A request the crates have no type for (see [`crate::nl`]).
+/// A message that could not be built.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Malformed(pub(crate) &'static str);
 
+#[cfg(test)]
 impl fmt::Display for Malformed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "malformed netlink message: {}", self.0)
     }
 }
 
+#[cfg(test)]
 const fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
@@ -136,6 +59,7 @@ const fn align4(n: usize) -> usize {
 /// One request being built: netlink header, family header, attributes.
 /// Nested attributes are opened with [`Request::nest`] and closed with
 /// [`Request::end`], which patches the container's length.
+#[cfg(test)]
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
     buf: Vec<u8>,
@@ -143,6 +67,7 @@ pub(crate) struct Request {
     too_long: bool,
 }
 
+#[cfg(test)]
 impl Request {
     /// A request of `kind` with `flags` and the family-specific `header`.
     pub(crate) fn new(kind: u16, flags: u16, header: &[u8]) -> Request {
@@ -198,14 +123,6 @@ impl Request {
         self.buf.extend_from_slice(data);
         self.buf.resize(align4(self.buf.len()), 0);
         self
-    }
-
-    /// Adds `flags` to the header's flags.
-    pub(crate) fn add_flags(&mut self, flags: u16) {
-        if let Some(slot) = self.buf.get_mut(6..8) {
-            let now = u16::from_ne_bytes([slot[0], slot[1]]);
-            slot.copy_from_slice(&(now | flags).to_ne_bytes());
-        }
     }
 
     /// The finished message with sequence number `seq`.

@@ -309,18 +309,19 @@ impl Socket {
         }
     }
 
-    /// Sends an already encoded request (its header's sequence number is
-    /// overwritten) and hands each answer's type and payload to `each`.
-    /// For the messages that still have no crate type.
-    pub(crate) fn raw(
+    /// Sends `msg` with `flags` (plus `NLM_F_REQUEST`) and hands every
+    /// answer's header and payload (after the netlink header) to `each`,
+    /// undecoded: for answers read lazily, a few attributes at a time,
+    /// instead of through a crate type's parser (see [`super::nfm`]).
+    pub(crate) fn request<M: NetlinkSerializable>(
         &mut self,
-        request: &[u8],
+        msg: &M,
+        flags: u16,
         op: &str,
-        mut each: impl FnMut(u16, &[u8]) -> Result<(), String>,
+        mut each: impl FnMut(&NetlinkHeader, &[u8]) -> Result<(), String>,
     ) -> Result<Outcome, NetError> {
-        self.send.clear();
-        self.send.extend_from_slice(request);
-        self.exchange(op, false, &mut |h, p| each(h.message_type, p))
+        self.encode(msg, flags, op)?;
+        self.exchange(op, false, &mut each)
     }
 
     /// Encodes `msg` with `flags` (plus `NLM_F_REQUEST`) into `self.send`.
@@ -330,18 +331,58 @@ impl Socket {
         flags: u16,
         op: &str,
     ) -> Result<(), NetError> {
+        self.send.clear();
+        self.append(msg, flags, op)
+    }
+
+    /// Appends `msg` with `flags` (plus `NLM_F_REQUEST`) to `self.send`,
+    /// padded to 4 bytes as netlink messages in one datagram must be.
+    fn append<M: NetlinkSerializable>(
+        &mut self,
+        msg: &M,
+        flags: u16,
+        op: &str,
+    ) -> Result<(), NetError> {
         let len = NLMSG_HDRLEN + msg.buffer_len();
         // The kernel's length field is u32; attributes over 64 KiB would
         // already have wrapped their u16 length inside the crate.
         let len32 = u32::try_from(len).map_err(|_| NetError::other(op, "request too long"))?;
-        self.send.clear();
-        self.send.resize(len, 0);
-        let (head, body) = self.send.split_at_mut(NLMSG_HDRLEN);
+        let start = self.send.len();
+        self.send.resize(start + align4(len), 0);
+        let Some(whole) = self.send.get_mut(start..start + len) else {
+            return Err(NetError::other(op, "request too long"));
+        };
+        let (head, body) = whole.split_at_mut(NLMSG_HDRLEN);
         head[0..4].copy_from_slice(&len32.to_ne_bytes());
         head[4..6].copy_from_slice(&msg.message_type().to_ne_bytes());
         head[6..8].copy_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
         msg.serialize(body);
         Ok(())
+    }
+
+    /// Sends `msgs` in one datagram between `begin` and `end` (nfnetlink's
+    /// batches: [`super::nfm`] makes the two ends). Only the last message
+    /// asks for an ACK: the kernel answers in message order, so the first
+    /// answer read is the error of the first message that failed (for an
+    /// nf_tables batch, the whole batch was then aborted) or that ACK. No
+    /// messages: nothing is sent.
+    pub(crate) fn batch<E: NetlinkSerializable, M: NetlinkSerializable>(
+        &mut self,
+        begin: &E,
+        msgs: &[M],
+        end: &E,
+        op: &str,
+    ) -> Result<(), NetError> {
+        let Some(last) = msgs.len().checked_sub(1) else {
+            return Ok(());
+        };
+        self.send.clear();
+        self.append(begin, 0, op)?;
+        for (i, msg) in msgs.iter().enumerate() {
+            self.append(msg, if i == last { NLM_F_ACK } else { 0 }, op)?;
+        }
+        self.append(end, 0, op)?;
+        self.exchange(op, false, &mut |_, _| Ok(())).map(|_| ())
     }
 
     /// A request answered by an ACK: create, set, delete. `flags` are
