@@ -36,6 +36,7 @@ static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 pub mod conntrack;
 mod error;
 pub mod iface;
+pub mod iptables_nft;
 pub mod link_plugin;
 pub mod netns;
 pub mod nf_tables;

@@ -269,7 +269,7 @@ impl NfTables {
             })
             .collect();
         let op = format!("delete {} rules of {table}", rules.len());
-        self.socket.nftables_batch(&msgs, &op)
+        self.socket.nftables_batch(&msgs, 0, &op)
     }
 }
 

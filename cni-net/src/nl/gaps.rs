@@ -17,8 +17,17 @@
 //! - tbf: netlink-packet-route 0.34 has no `TcQdiscTbf` (no
 //!   `TcOption::Tbf`): [`TbfQopt`] is `struct tc_tbf_qopt`, sent and read
 //!   through `TcOption::Other`.
+//! - nf_tables expressions netlink-packet-netfilter 0.4 has no type for
+//!   (its `Expressions` types bitwise, cmp, immediate, lookup, meta and
+//!   payload): the x_tables compat `match` (`NFTA_MATCH_*`, for
+//!   iptables-nft's `-m conntrack` / `-m comment`) and `counter`
+//!   (`NFTA_COUNTER_*`), sent as `Expressions::Other`; and the rule's
+//!   `NFTA_RULE_COMPAT` contents (`NFTA_RULE_COMPAT_PROTO`/`_FLAGS`; the
+//!   crate types the attribute as `Vec<DefaultNla>`). See [`xt_match`],
+//!   [`zero_counter`], [`rule_compat_no_protocol`].
 
 use netlink_packet_core::{DefaultNla, NLM_F_ACK_TLVS, NLM_F_CAPPED, Nla, NlaBuffer, NlasIterator};
+use netlink_packet_netfilter::nftables::Expressions;
 use netlink_packet_route::link::LinkProtoInfoBridge;
 
 /// `IFLA_BRPORT_MODE`: hairpin mode of a bridge port (u8).
@@ -170,4 +179,50 @@ impl TbfQopt {
             buffer: u32_at(Self::BUFFER_AT)?,
         })
     }
+}
+
+// ---- nf_tables expressions without a crate type ----
+
+/// The x_tables compat `match` expression (nft_compat): `NFTA_MATCH_NAME`
+/// (NUL-terminated), `NFTA_MATCH_REV` (u32, big endian), `NFTA_MATCH_INFO`
+/// (the match's own struct, native endianness).
+pub(crate) fn xt_match(name: &str, revision: u32, info: Vec<u8>) -> Expressions {
+    const NFTA_MATCH_NAME: u16 = 1;
+    const NFTA_MATCH_REV: u16 = 2;
+    const NFTA_MATCH_INFO: u16 = 3;
+    let mut cname = name.as_bytes().to_vec();
+    cname.push(0);
+    Expressions::Other {
+        expression_type: "match".to_string(),
+        attributes: vec![
+            DefaultNla::new(NFTA_MATCH_NAME, cname),
+            DefaultNla::new(NFTA_MATCH_REV, revision.to_be_bytes().to_vec()),
+            DefaultNla::new(NFTA_MATCH_INFO, info),
+        ],
+    }
+}
+
+/// A `counter` expression starting at zero: `NFTA_COUNTER_BYTES` and
+/// `NFTA_COUNTER_PACKETS` (u64, big endian), as iptables-nft sends it.
+pub(crate) fn zero_counter() -> Expressions {
+    const NFTA_COUNTER_BYTES: u16 = 1;
+    const NFTA_COUNTER_PACKETS: u16 = 2;
+    Expressions::Other {
+        expression_type: "counter".to_string(),
+        attributes: vec![
+            DefaultNla::new(NFTA_COUNTER_BYTES, vec![0; 8]),
+            DefaultNla::new(NFTA_COUNTER_PACKETS, vec![0; 8]),
+        ],
+    }
+}
+
+/// `NFTA_RULE_COMPAT` of an iptables rule without `-p`: protocol 0, no
+/// invert flag (u32, big endian each).
+pub(crate) fn rule_compat_no_protocol() -> Vec<DefaultNla> {
+    const NFTA_RULE_COMPAT_PROTO: u16 = 1;
+    const NFTA_RULE_COMPAT_FLAGS: u16 = 2;
+    vec![
+        DefaultNla::new(NFTA_RULE_COMPAT_PROTO, vec![0; 4]),
+        DefaultNla::new(NFTA_RULE_COMPAT_FLAGS, vec![0; 4]),
+    ]
 }

@@ -148,15 +148,18 @@ impl Socket {
     /// Sends `msgs` (requests of nf_tables, which applies all of them or
     /// none) as one batch. `M` is any nfnetlink message, e.g.
     /// `Nfm<RuleMessage>`, or an enum of several when a batch mixes bodies.
+    /// `flags` go on every message (see [`Socket::batch`]).
     pub(crate) fn nftables_batch<M: NetlinkSerializable>(
         &mut self,
         msgs: &[M],
+        flags: u16,
         op: &str,
     ) -> Result<(), NetError> {
         let subsys = NetfilterSubsystem::NfTables;
         self.batch(
             &Nfm::batch_edge(subsys, false),
             msgs,
+            flags,
             &Nfm::batch_edge(subsys, true),
             op,
         )

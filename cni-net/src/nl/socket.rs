@@ -365,11 +365,13 @@ impl Socket {
     /// asks for an ACK: the kernel answers in message order, so the first
     /// answer read is the error of the first message that failed (for an
     /// nf_tables batch, the whole batch was then aborted) or that ACK. No
-    /// messages: nothing is sent.
+    /// messages: nothing is sent. `flags` go on every message (e.g.
+    /// `NLM_F_CREATE | NLM_F_APPEND` for rules appended to their chain).
     pub(crate) fn batch<E: NetlinkSerializable, M: NetlinkSerializable>(
         &mut self,
         begin: &E,
         msgs: &[M],
+        flags: u16,
         end: &E,
         op: &str,
     ) -> Result<(), NetError> {
@@ -379,7 +381,8 @@ impl Socket {
         self.send.clear();
         self.append(begin, 0, op)?;
         for (i, msg) in msgs.iter().enumerate() {
-            self.append(msg, if i == last { NLM_F_ACK } else { 0 }, op)?;
+            let ack = if i == last { NLM_F_ACK } else { 0 };
+            self.append(msg, flags | ack, op)?;
         }
         self.append(end, 0, op)?;
         self.exchange(op, false, &mut |_, _| Ok(())).map(|_| ())
