@@ -125,6 +125,36 @@ pub fn nft_delete(table: &str, rules: &[(Family, &str, u64)]) -> bool {
     }
 }
 
+/// The family of an [`XtRule`].
+pub use cni_net::IpFamily;
+/// A rule for [`nft_append`].
+pub use cni_net::iptables_nft::{CT_ESTABLISHED, CT_RELATED, XtMatch, XtRule};
+
+/// Appends `rules` to `table` over netlink as iptables-nft encodes them
+/// (what `iptables-restore` with `-A <chain> <rule>` lines would add), every
+/// family in one transaction, without running a tool. True when they were
+/// added; false (nothing added) unless iptables is the nf_tables variant in
+/// each family and the kernel took them all (a chain gone meanwhile).
+pub fn nft_append(table: &str, rules: &[XtRule]) -> bool {
+    let family = |f: cni_net::IpFamily| match f {
+        cni_net::IpFamily::V4 => Family::V4,
+        cni_net::IpFamily::V6 => Family::V6,
+    };
+    if rules.iter().any(|r| !is_nft_variant(family(r.family))) {
+        return false;
+    }
+    match cni_net::iptables_nft::append_rules(table, rules) {
+        Ok(()) => true,
+        Err(e) => {
+            log::debug!(
+                "appending {} rules to {table} over netlink: {e}",
+                rules.len()
+            );
+            false
+        }
+    }
+}
+
 /// Whether `chain` exists in `table`, asked over netlink; `None` unless
 /// iptables is the nf_tables variant and the query worked.
 pub fn nft_chain_exists(family: Family, table: &str, chain: &str) -> Option<bool> {

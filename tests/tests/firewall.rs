@@ -7,7 +7,8 @@
 //!
 //! Subnets of test `n`: bridge `k` 10.121.(4n+k).0/24 and
 //! fd21:121::(4n+k):0/112, the uplink 10.121.(4n+3).0/24 and
-//! fd21:121::(4n+3):0/112.
+//! fd21:121::(4n+3):0/112; tests `n` from 100 on (the ADD over netlink)
+//! are in 10.138 and fd21:138:: with `n - 100`.
 //!
 //! `DBUS_SYSTEM_BUS_ADDRESS` points nowhere in every invocation, so neither
 //! implementation can reach a firewalld of the machine: they use iptables.
@@ -52,13 +53,20 @@ struct Lab {
     bridges: u8,
 }
 
+/// The second group of the addresses of test `n` and its index there.
+fn subnet(n: u8) -> (u8, u8) {
+    if n >= 100 { (138, n - 100) } else { (121, n) }
+}
+
 fn v4(n: u8, k: u8, host: u8) -> String {
-    format!("10.121.{}.{host}", 4 * n + k)
+    let (net, n) = subnet(n);
+    format!("10.{net}.{}.{host}", 4 * n + k)
 }
 
 /// In canonical form, as iptables prints it.
 fn v6(n: u8, k: u8, host: u8) -> String {
-    let a: std::net::Ipv6Addr = format!("fd21:121::{}:{host}", 4 * u16::from(n) + u16::from(k))
+    let (net, n) = subnet(n);
+    let a: std::net::Ipv6Addr = format!("fd21:{net}::{}:{host}", 4 * u16::from(n) + u16::from(k))
         .parse()
         .unwrap();
     a.to_string()
@@ -1574,4 +1582,360 @@ fn firewalld_sources_are_recorded_for_del_and_gc() {
     assert!(source_records(&other_net, "fw13c").is_empty());
     gc(&net, json!([]), &none).ok();
     assert!(source_records(&net, "fw13e").is_empty());
+}
+
+// ---- ADD over nf_tables netlink (chains already there) ----
+
+/// A directory put first on the plugin's PATH with its own `iptables`,
+/// `iptables-save`, `iptables-restore` and the ip6tables ones: symlinks to
+/// one program, which the plugin inspects (without running it) to tell
+/// the nf_tables variant from the legacy one. Removed on drop.
+struct Tools {
+    dir: std::path::PathBuf,
+}
+
+const TOOL_NAMES: [&str; 6] = [
+    "iptables",
+    "iptables-save",
+    "iptables-restore",
+    "ip6tables",
+    "ip6tables-save",
+    "ip6tables-restore",
+];
+
+impl Tools {
+    fn dir() -> std::path::PathBuf {
+        std::env::temp_dir().join(rcni_tests::unique("nft13tools"))
+    }
+
+    /// The tools behind a script named `name` that appends each call to
+    /// `calls` and runs the real `xtables-nft-multi`. Named
+    /// `xtables-nft-multi`, it is the nf_tables variant to the plugin; named
+    /// otherwise, the plugin cannot tell and takes the text path.
+    fn recording(name: &str) -> Tools {
+        let dir = Tools::dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join(name);
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho \"$(basename \"$0\") $*\" >> {}/calls\nexec /usr/sbin/xtables-nft-multi \"$(basename \"$0\")\" \"$@\"\n",
+                dir.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Tools::links(dir, &script)
+    }
+
+    /// Debian's legacy (x_tables) iptables.
+    fn legacy() -> Tools {
+        let dir = Tools::dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        Tools::links(dir, std::path::Path::new("/usr/sbin/xtables-legacy-multi"))
+    }
+
+    fn links(dir: std::path::PathBuf, target: &std::path::Path) -> Tools {
+        for t in TOOL_NAMES {
+            std::os::unix::fs::symlink(target, dir.join(t)).unwrap();
+        }
+        Tools { dir }
+    }
+
+    /// PATH with these tools first.
+    fn path(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
+    /// The calls recorded so far, emptied.
+    fn take_calls(&self) -> Vec<String> {
+        let f = self.dir.join("calls");
+        let calls = std::fs::read_to_string(&f).unwrap_or_default();
+        let _ = std::fs::remove_file(&f);
+        calls.lines().map(String::from).collect()
+    }
+}
+
+impl Drop for Tools {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// As [`run`], with `tools` first on PATH.
+fn run_with(
+    tools: &Tools,
+    plugin: &std::path::Path,
+    cmd: &str,
+    host: &Netns,
+    container: &Netns,
+    cid: &str,
+    conf: &Value,
+) -> PluginOutput {
+    Invocation::new(plugin, cmd)
+        .attach(cid, container, "eth0")
+        .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
+        .env("PATH", tools.path())
+        .in_host(host)
+        .config(conf)
+        .run()
+}
+
+/// A bridge plugin's `prevResult` with `a4` and `a6`, for tests that need
+/// no traffic.
+fn prev_with(a4: &str, a6: &str, sandbox: &Netns) -> Value {
+    json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{"name": "fwbr0"}, {"name": "eth0", "sandbox": sandbox.path()}],
+        "ips": [
+            {"address": format!("{a4}/24"), "interface": 1},
+            {"address": format!("{a6}/112"), "interface": 1}
+        ]
+    })
+}
+
+/// `nft --debug=netlink list table <family> filter` without the rule
+/// handles and positions: every expression of every rule, in order.
+fn nft_expressions(ns: &Netns, family: &str) -> Vec<String> {
+    ns.exec_ok(
+        "nft",
+        &["--debug=netlink", "list", "table", family, "filter"],
+    )
+    .lines()
+    .map(|l| {
+        if l.starts_with(&format!("{family} filter ")) {
+            l.split(' ').take(3).collect::<Vec<_>>().join(" ")
+        } else {
+            l.to_string()
+        }
+    })
+    .collect()
+}
+
+/// The second ADD on a host (chains there) adds its rules over netlink,
+/// running no tool, and the kernel then holds exactly what the text path
+/// (`iptables-restore`) makes of the same ADD: the same `iptables-save`
+/// texts and the same nf_tables expressions, in both families.
+#[test]
+fn netlink_add_writes_what_iptables_restore_writes() {
+    if skip("netlink_add_writes_what_iptables_restore_writes", false) {
+        return;
+    }
+    let recording = Tools::recording("xtables-nft-multi");
+    let text_only = Tools::recording("xtables-wrapped");
+    let sandbox = Netns::new("fwc");
+    let c1 = conf(
+        "fwnl",
+        &json!({}),
+        Some(&prev_with("10.138.64.2", "fd21:138::64:2", &sandbox)),
+    );
+    let c2 = conf(
+        "fwnl",
+        &json!({}),
+        Some(&prev_with("10.138.64.3", "fd21:138::64:3", &sandbox)),
+    );
+    let by_netlink = Lab::bare();
+    let by_text = Lab::bare();
+    for (host, tools) in [(&by_netlink, &recording), (&by_text, &text_only)] {
+        run_with(tools, &ours(), "ADD", host, &sandbox, "fwnl1", &c1).ok();
+        let first = tools.take_calls();
+        assert!(
+            first.iter().any(|c| c.starts_with("iptables-restore")),
+            "the first ADD sets the chains up with iptables-restore: {first:?}"
+        );
+        run_with(tools, &ours(), "ADD", host, &sandbox, "fwnl2", &c2).ok();
+        let second = tools.take_calls();
+        if std::ptr::eq(tools, &recording) {
+            assert!(second.is_empty(), "the second ADD ran {second:?}");
+        } else {
+            assert!(
+                second.iter().any(|c| c.starts_with("ip6tables-restore")),
+                "the text path: {second:?}"
+            );
+        }
+    }
+    for v6 in [false, true] {
+        let ours_saved = save(&by_netlink, v6);
+        assert_eq!(ours_saved, save(&by_text, v6), "iptables-save, v6={v6}");
+        let a = if v6 { "fd21:138::64:3" } else { "10.138.64.3" };
+        assert!(has_address_rules(&by_netlink, a), "{ours_saved:?}");
+        assert_eq!(records(&by_netlink, a), 1);
+    }
+    for family in ["ip", "ip6"] {
+        assert_eq!(
+            nft_expressions(&by_netlink, family),
+            nft_expressions(&by_text, family),
+            "nft --debug=netlink list table {family} filter"
+        );
+    }
+    // CHECK and DEL find them, DEL by handle also without a tool.
+    for cid_conf in [("fwnl2", &c2), ("fwnl1", &c1)] {
+        run(
+            &ours(),
+            "CHECK",
+            &by_netlink,
+            &sandbox,
+            cid_conf.0,
+            cid_conf.1,
+        )
+        .ok();
+        run_with(
+            &recording,
+            &ours(),
+            "DEL",
+            &by_netlink,
+            &sandbox,
+            cid_conf.0,
+            cid_conf.1,
+        )
+        .ok();
+    }
+    assert_eq!(
+        recording.take_calls(),
+        Vec::<String>::new(),
+        "DEL ran a tool"
+    );
+    for a in [
+        "10.138.64.2",
+        "10.138.64.3",
+        "fd21:138::64:2",
+        "fd21:138::64:3",
+    ] {
+        assert!(no_address_rules(&by_netlink, a) && records(&by_netlink, a) == 0);
+    }
+}
+
+/// With the host's FORWARD policy DROP, a container added over netlink
+/// (the second on the bridge) reaches the outside until DEL; Go's DEL
+/// removes the rules we added that way, and Go's CHECK finds them.
+#[test]
+fn netlink_add_forwards_with_a_drop_policy() {
+    if skip("netlink_add_forwards_with_a_drop_policy", false) {
+        return;
+    }
+    let recording = Tools::recording("xtables-nft-multi");
+    let mut lab = Lab::new(100);
+    lab.bridge(0);
+    let (first, prev1) = lab.container(0, 2);
+    let (second, prev2) = lab.container(0, 3);
+    let _server = Server::start(&lab.outside, 8080);
+    let out4 = v4(lab.n, 3, 2);
+    let out6 = v6(lab.n, 3, 2);
+    let c1 = conf("fwnlfwd", &json!({}), Some(&prev1));
+    let c2 = conf("fwnlfwd", &json!({}), Some(&prev2));
+    let passes = |i: usize| tcp_ok(lab.ns(i), &out4, 8080) && tcp_ok(lab.ns(i), &out6, 8080);
+    let add = |cid: &str, c: &Value| {
+        run_with(
+            &recording,
+            &ours(),
+            "ADD",
+            &lab.host,
+            lab.ns(second),
+            cid,
+            c,
+        )
+        .ok();
+    };
+    run_with(
+        &recording,
+        &ours(),
+        "ADD",
+        &lab.host,
+        lab.ns(first),
+        "fwnlfwd1",
+        &c1,
+    )
+    .ok();
+    recording.take_calls();
+    assert!(!passes(second), "before ADD");
+    add("fwnlfwd2", &c2);
+    assert_eq!(
+        recording.take_calls(),
+        Vec::<String>::new(),
+        "ADD ran a tool"
+    );
+    assert!(passes(second), "after an ADD over netlink");
+    assert!(ping_ok(lab.ns(second), &out4) && ping_ok(lab.ns(second), &out6));
+    run(&ours(), "CHECK", &lab.host, lab.ns(second), "fwnlfwd2", &c2).ok();
+    if go_bin("firewall").is_some() {
+        run(&go(), "CHECK", &lab.host, lab.ns(second), "fwnlfwd2", &c2).ok();
+        run(&go(), "DEL", &lab.host, lab.ns(second), "fwnlfwd2", &c2).ok();
+        for a in [v4_addr(&prev2), v6_addr(&prev2)] {
+            assert!(no_address_rules(&lab.host, &a), "Go's DEL left {a}'s rules");
+        }
+        assert!(!passes(second), "after Go's DEL");
+        add("fwnlfwd2", &c2);
+        assert!(passes(second), "after the ADD again");
+    } else {
+        eprintln!("netlink_add_forwards_with_a_drop_policy: no Go firewall, interop part not run");
+    }
+    run_with(
+        &recording,
+        &ours(),
+        "DEL",
+        &lab.host,
+        lab.ns(second),
+        "fwnlfwd2",
+        &c2,
+    )
+    .ok();
+    assert!(!passes(second), "after DEL");
+    assert!(passes(first), "the first container after the second's DEL");
+    assert_eq!(records(&lab.host, &v4_addr(&prev2)), 0);
+}
+
+/// With legacy (x_tables) iptables on PATH, ADD, CHECK and DEL take the
+/// text path: the rules are in the legacy tables, none in nf_tables.
+#[test]
+fn legacy_iptables_takes_the_text_path() {
+    if skip("legacy_iptables_takes_the_text_path", false)
+        || rcni_tests::skip_without_tools(
+            "legacy_iptables_takes_the_text_path",
+            &[
+                "xtables-legacy-multi",
+                "iptables-legacy-save",
+                "ip6tables-legacy-save",
+            ],
+        )
+    {
+        return;
+    }
+    let legacy = Tools::legacy();
+    let host = Lab::bare();
+    let sandbox = Netns::new("fwc");
+    let c1 = conf(
+        "fwleg",
+        &json!({}),
+        Some(&prev_with("10.138.65.2", "fd21:138::65:2", &sandbox)),
+    );
+    let c2 = conf(
+        "fwleg",
+        &json!({}),
+        Some(&prev_with("10.138.65.3", "fd21:138::65:3", &sandbox)),
+    );
+    for (cid, c) in [("fwleg1", &c1), ("fwleg2", &c2)] {
+        run_with(&legacy, &ours(), "ADD", &host, &sandbox, cid, c).ok();
+        run_with(&legacy, &ours(), "CHECK", &host, &sandbox, cid, c).ok();
+    }
+    let saved = host.exec_ok("iptables-legacy-save", &["-t", "filter"]);
+    for rule in address_rules("10.138.65.3") {
+        assert!(saved.contains(&rule), "{rule} not in\n{saved}");
+    }
+    let saved6 = host.exec_ok("ip6tables-legacy-save", &["-t", "filter"]);
+    assert!(
+        saved6.contains("-A CNI-FORWARD -s fd21:138::65:3/128 -j ACCEPT"),
+        "{saved6}"
+    );
+    let nft = host.exec_ok("nft", &["list", "ruleset"]);
+    assert!(!nft.contains("CNI-FORWARD"), "rules in nf_tables:\n{nft}");
+    run_with(&legacy, &ours(), "DEL", &host, &sandbox, "fwleg2", &c2).ok();
+    let saved = host.exec_ok("iptables-legacy-save", &["-t", "filter"]);
+    assert!(!saved.contains("10.138.65.3"), "{saved}");
+    assert!(saved.contains("10.138.65.2"), "{saved}");
+    run_with(&legacy, &ours(), "DEL", &host, &sandbox, "fwleg1", &c1).ok();
 }

@@ -22,12 +22,19 @@
 //! With `ingressPolicy` `same-bridge` or `isolated`, the isolation chains of
 //! the reference v1.9.1 (see [`isolate`]).
 //!
-//! ADD, DEL and GC are one `iptables-save -t filter` read (none on a node
-//! without our chains) and one `iptables-restore --noflush` transaction per
-//! family, under a host-wide lock.
+//! With iptables' nf_tables variant (Debian's default), the common ADD (the
+//! chains and jumps already there) and DEL run no tool: ADD reads the
+//! chains over netlink and appends the per-address rules of both families
+//! in one nf_tables transaction, encoded as iptables-nft encodes them
+//! (`cni_net::iptables_nft`), so `iptables-save` and the Go plugin see the
+//! same rules; DEL deletes by kernel handle. The first ADD on a node (the
+//! chains to create), isolation changes, GC, legacy iptables and any
+//! netlink failure take the text path: one `iptables-save -t filter` read
+//! (none on a node without our chains) and one `iptables-restore
+//! --noflush` transaction per family. All under a host-wide lock.
 
 use crate::config::{Conf, IngressPolicy};
-use cni_fw::iptables::{self, Edit, Family, Table, quote};
+use cni_fw::iptables::{self, Edit, Family, Table, XtMatch, XtRule, quote};
 use cni_skel::CniError;
 use std::net::IpAddr;
 
@@ -463,26 +470,101 @@ fn known_isolation(family: Family, top: &[iptables::RuleSummary], bridge: &str) 
     Some(text)
 }
 
-/// ADD: one transaction per family.
+/// The rules ADD appends for `ips` (all of `family`) when the chains and
+/// jumps exist: each as its `iptables-restore` line (what [`add_lines`]
+/// writes) and as the same rule for [`iptables::nft_append`].
+fn appended_rules(family: Family, att: &Attachment<'_>, ips: &[IpAddr]) -> Vec<(String, XtRule)> {
+    let nf_family = match family {
+        Family::V4 => cni_fw::iptables::IpFamily::V4,
+        Family::V6 => cni_fw::iptables::IpFamily::V6,
+    };
+    let rule = |chain: &str, source, destination, matches, accept| XtRule {
+        family: nf_family,
+        chain: chain.to_string(),
+        source,
+        destination,
+        matches,
+        accept,
+    };
+    let mut out = Vec::new();
+    for ip in ips {
+        let [tracked, plain] = address_rules(*ip);
+        let ct = XtMatch::CtState(iptables::CT_RELATED | iptables::CT_ESTABLISHED);
+        out.push((
+            format!("-A {FORWARD_CHAIN} {tracked}"),
+            rule(FORWARD_CHAIN, None, Some(*ip), vec![ct], true),
+        ));
+        out.push((
+            format!("-A {FORWARD_CHAIN} {plain}"),
+            rule(FORWARD_CHAIN, Some(*ip), None, vec![], true),
+        ));
+        out.push((
+            format!("-A {RECORDS_CHAIN} {}", record_rule(*ip, att)),
+            rule(
+                RECORDS_CHAIN,
+                Some(*ip),
+                None,
+                vec![XtMatch::Comment(att.record_comment())],
+                false,
+            ),
+        ));
+    }
+    out
+}
+
+/// ADD. Where the plugin's chains and jumps already exist (every ADD but a
+/// node's first) and iptables is the nf_tables variant, the per-address
+/// rules of both families are appended over netlink in one transaction,
+/// encoded as iptables-nft encodes them: no tool runs. Otherwise, or when
+/// that fails, one `iptables-restore` transaction per family.
 pub fn add(
     conf: &Conf,
     att: &Attachment<'_>,
     ips: &[IpAddr],
     isolation: Option<(&str, IngressPolicy)>,
 ) -> Result<(), CniError> {
-    for family in families(ips) {
-        let mine: Vec<IpAddr> = ips
-            .iter()
+    let of_family = |family: Family| -> Vec<IpAddr> {
+        ips.iter()
             .copied()
             .filter(|ip| Family::of(*ip) == family)
-            .collect();
-        let table = match known_state(family, conf, &mine, isolation) {
+            .collect()
+    };
+    // Families done by text, with the table read over netlink if it was.
+    let mut by_tool: Vec<(Family, Option<Table>)> = Vec::new();
+    let mut appends: Vec<(Family, XtRule)> = Vec::new();
+    for family in families(ips) {
+        let mine = of_family(family);
+        let Some(table) = known_state(family, conf, &mine, isolation) else {
+            by_tool.push((family, None));
+            continue;
+        };
+        let lines = add_lines(&table, conf, att, &mine, isolation);
+        let rules = appended_rules(family, att, &mine);
+        if rules.iter().map(|(line, _)| line).eq(lines.iter()) {
+            appends.extend(rules.into_iter().map(|(_, r)| (family, r)));
+        } else {
+            by_tool.push((family, Some(table)));
+        }
+    }
+    if !appends.is_empty() {
+        let rules: Vec<XtRule> = appends.iter().map(|(_, r)| r.clone()).collect();
+        if !iptables::nft_append(TABLE, &rules) {
+            // Nothing was added: those families by text, read afresh.
+            for family in families(ips) {
+                if appends.iter().any(|(f, _)| *f == family) {
+                    by_tool.push((family, None));
+                }
+            }
+        }
+    }
+    for (family, table) in by_tool {
+        let table = match table {
             Some(t) => t,
             None => {
                 iptables::save_unless_absent(family, TABLE, &our_chains(conf)).map_err(ipt_err)?
             }
         };
-        let lines = add_lines(&table, conf, att, &mine, isolation);
+        let lines = add_lines(&table, conf, att, &of_family(family), isolation);
         iptables::restore(family, TABLE, &lines).map_err(ipt_err)?;
     }
     Ok(())
@@ -621,17 +703,6 @@ fn ip_of(octets: &[u8]) -> Option<IpAddr> {
     }
 }
 
-/// The `info` of `-m conntrack --ctstate RELATED,ESTABLISHED` as
-/// iptables-nft stores it (`struct xt_conntrack_mtinfo3`, 168 bytes with
-/// padding): `match_flags` XT_CONNTRACK_STATE at 146, `state_mask`
-/// ESTABLISHED|RELATED (1 << 1 | 1 << 2) at 150, zeros elsewhere.
-fn ctstate_related_established() -> [u8; 168] {
-    let mut info = [0u8; 168];
-    info[146..148].copy_from_slice(&1u16.to_ne_bytes());
-    info[150..152].copy_from_slice(&6u16.to_ne_bytes());
-    info
-}
-
 /// The address of `rule` when it is exactly one of [`address_rules`] as
 /// iptables-nft encodes it (what `iptables -D` with that text would
 /// delete): `-s IP/len -j ACCEPT` is a load of the source address, a
@@ -654,10 +725,12 @@ fn address_rule_ip(rule: &iptables::RuleSummary) -> Option<IpAddr> {
     let plain = exprs == ["payload", "cmp", "immediate"]
         && rule.xt_matches.is_empty()
         && rule.payloads == [(1, src, len)];
+    // `-m conntrack --ctstate RELATED,ESTABLISHED`, as iptables-nft stores it.
+    let ct_related_established = XtMatch::CtState(iptables::CT_RELATED | iptables::CT_ESTABLISHED);
     let tracked = exprs == ["payload", "cmp", "match", "immediate"]
         && rule.payloads == [(1, dst, len)]
         && matches!(rule.xt_matches.as_slice(),
-            [(name, info)] if name == "conntrack" && info[..] == ctstate_related_established()[..]);
+            [(name, info)] if name == "conntrack" && Ok(info) == ct_related_established.info().as_ref());
     let accepts = rule.verdicts == [1] && rule.jumps.is_empty() && rule.xt_targets.is_empty();
     ((plain || tracked) && accepts).then_some(ip)
 }
@@ -820,6 +893,54 @@ mod tests {
                 rec.as_str(),
             ]
         );
+    }
+
+    /// `rule` as `iptables-save` prints it (the forms the plugin appends).
+    fn saved_text(rule: &XtRule) -> String {
+        let len = |ip: &IpAddr| if ip.is_ipv4() { 32 } else { 128 };
+        let mut t = format!("-A {}", rule.chain);
+        if let Some(a) = rule.source {
+            t += &format!(" -s {a}/{}", len(&a));
+        }
+        if let Some(a) = rule.destination {
+            t += &format!(" -d {a}/{}", len(&a));
+        }
+        for m in &rule.matches {
+            t += &match m {
+                XtMatch::CtState(6) => " -m conntrack --ctstate RELATED,ESTABLISHED".to_string(),
+                XtMatch::Comment(c) => format!(" -m comment --comment {}", quote(c)),
+                other => panic!("not used here: {other:?}"),
+            };
+        }
+        if rule.accept {
+            t += " -j ACCEPT";
+        }
+        t
+    }
+
+    /// The rules sent over netlink are the restore lines ADD would run,
+    /// rule for rule, in both families, once the chains exist.
+    #[test]
+    fn appended_rules_are_the_restore_lines() {
+        for (family, addrs) in [
+            (Family::V4, ["10.1.0.2", "10.1.0.3"]),
+            (Family::V6, ["fd00::2", "fd00::3"]),
+        ] {
+            let ips: Vec<IpAddr> = addrs.iter().map(|a| ip(a)).collect();
+            let setup = add_lines(&Table::default(), &conf(), &ATT, &[], None);
+            let text: String = setup
+                .iter()
+                .map(|l| l.replacen("-I ", "-A ", 1).replacen(" 1 -m", " -m", 1) + "\n")
+                .collect();
+            let table = Table::from_text(text);
+            let lines = add_lines(&table, &conf(), &ATT, &ips, None);
+            let rules = appended_rules(family, &ATT, &ips);
+            let texts: Vec<&String> = rules.iter().map(|(l, _)| l).collect();
+            assert_eq!(texts, lines.iter().collect::<Vec<_>>());
+            for (line, rule) in &rules {
+                assert_eq!(&saved_text(rule), line);
+            }
+        }
     }
 
     /// What Go v1.1.1 leaves after an ADD with same-bridge (verified).
