@@ -101,6 +101,23 @@ impl fmt::Display for Cidr {
     }
 }
 
+/// An address with its prefix as the Go library reads one from a result
+/// (`types.IPNet`, through `net.ParseCIDR`): the prefix is required, so
+/// "10.1.2.3" is an error rather than a /32. The error text is Go's.
+pub fn parse_ipnet(s: &str) -> Result<ipnetwork::IpNetwork, String> {
+    Cidr::parse(s)?;
+    s.parse().map_err(|_| format!("invalid CIDR address: {s}"))
+}
+
+/// serde's `deserialize_with` for [`parse_ipnet`].
+pub fn deserialize_ipnet<'de, D>(d: D) -> Result<ipnetwork::IpNetwork, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let s = <String as serde::Deserialize>::deserialize(d)?;
+    parse_ipnet(&s).map_err(serde::de::Error::custom)
+}
+
 fn mask(prefix: u8, bits: u8) -> u128 {
     let host = u32::from(bits.saturating_sub(prefix));
     let all = if bits == 32 {

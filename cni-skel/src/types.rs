@@ -71,6 +71,7 @@ pub struct IpConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Route {
     /// Destination.
+    #[serde(deserialize_with = "crate::cidr::deserialize_ipnet")]
     pub dst: IpNetwork,
     /// Next hop; `None` means the default gateway of the matching family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,6 +201,7 @@ struct WireIface1 {
 
 #[derive(Serialize, Deserialize)]
 struct WireIp1 {
+    #[serde(deserialize_with = "crate::cidr::deserialize_ipnet")]
     address: IpNetwork,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gateway: Option<IpAddr>,
@@ -280,6 +282,7 @@ struct WireIp04 {
     version: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     interface: Option<usize>,
+    #[serde(deserialize_with = "crate::cidr::deserialize_ipnet")]
     address: IpNetwork,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gateway: Option<IpAddr>,
@@ -319,6 +322,7 @@ struct Wire04In {
 
 #[derive(Serialize, Deserialize)]
 struct WireIp02 {
+    #[serde(deserialize_with = "crate::cidr::deserialize_ipnet")]
     ip: IpNetwork,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gateway: Option<IpAddr>,
@@ -328,6 +332,7 @@ struct WireIp02 {
 
 #[derive(Serialize, Deserialize)]
 struct WireRoute02 {
+    #[serde(deserialize_with = "crate::cidr::deserialize_ipnet")]
     dst: IpNetwork,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gw: Option<IpAddr>,

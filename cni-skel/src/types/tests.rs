@@ -340,3 +340,56 @@ fn bad_results_are_decode_errors() {
         );
     }
 }
+
+#[test]
+fn addresses_and_destinations_need_a_prefix_as_in_go() {
+    // Go's types.IPNet reads through net.ParseCIDR: no implicit /32.
+    let cases = [
+        ("1.0.0", r#"{"ips": [{"address": "10.1.2.3"}]}"#, "10.1.2.3"),
+        ("1.0.0", r#"{"ips": [{"address": "fd00::3"}]}"#, "fd00::3"),
+        (
+            "0.4.0",
+            r#"{"ips": [{"version": "4", "address": "10.1.2.3"}]}"#,
+            "10.1.2.3",
+        ),
+        (
+            "1.0.0",
+            r#"{"ips": [{"address": "10.1.2.3/24"}], "routes": [{"dst": "10.0.0.0"}]}"#,
+            "10.0.0.0",
+        ),
+        ("0.2.0", r#"{"ip4": {"ip": "10.1.2.3"}}"#, "10.1.2.3"),
+        (
+            "0.2.0",
+            r#"{"ip4": {"ip": "10.1.2.3/24", "routes": [{"dst": "0.0.0.0"}]}}"#,
+            "0.0.0.0",
+        ),
+        (
+            "1.0.0",
+            r#"{"ips": [{"address": "10.1.2.3/255.255.255.0"}]}"#,
+            "10.1.2.3/255.255.255.0",
+        ),
+        (
+            "1.0.0",
+            r#"{"ips": [{"address": "10.1.2.3/33"}]}"#,
+            "10.1.2.3/33",
+        ),
+    ];
+    for (version, prev, bad) in cases {
+        let v: Value = serde_json::from_str(prev).unwrap();
+        let e = CniResult::parse_prev(&v, version).unwrap_err();
+        assert_eq!(e.code, code::DECODING_FAILURE, "{prev}");
+        assert_eq!(
+            e.msg,
+            format!("failed to parse result: invalid CIDR address: {bad}"),
+            "{prev}"
+        );
+    }
+    // What Go's ParseCIDR takes still parses: host bits kept, a prefix
+    // with leading zeros, IPv6.
+    let v: Value = serde_json::json!({"ips": [{"address": "10.1.2.3/024"}, {"address": "fd00::3/64"}],
+        "routes": [{"dst": "0.0.0.0/0"}]});
+    let r = CniResult::parse_prev(&v, "1.0.0").unwrap();
+    assert_eq!(r.ips[0].address.to_string(), "10.1.2.3/24");
+    assert_eq!(r.ips[1].address.to_string(), "fd00::3/64");
+    assert_eq!(r.routes[0].dst.to_string(), "0.0.0.0/0");
+}
