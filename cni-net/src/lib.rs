@@ -22,16 +22,9 @@
 
 #![warn(missing_docs)]
 
-/// The allocator of every binary that links cni-net (the netlink plugins):
-/// dlmalloc keeps the memory it has mapped for the next allocation, where
-/// musl's allocator unmaps freed groups at once. netlink-packet-route
-/// decodes each answer into owned values (a link message is a Vec of 40-odd
-/// attributes of 200 bytes each, plus the nested ones), so under musl every
-/// request cost mmap/munmap pairs; a plugin lives a few milliseconds and
-/// never gets to reuse what it gave back. (host-local and noop do not link
-/// cni-net and keep musl's.)
-#[global_allocator]
-static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+// Every binary that links cni-net (the netlink plugins) allocates with
+// dlmalloc (see cni-alloc for why).
+use cni_alloc as _;
 
 pub mod conntrack;
 mod error;

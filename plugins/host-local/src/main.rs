@@ -1,5 +1,7 @@
 //! The `host-local` IPAM plugin binary.
 
+// dlmalloc rather than musl's allocator (see cni-alloc).
+use cni_alloc as _;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
