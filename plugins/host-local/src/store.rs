@@ -13,13 +13,17 @@
 //! # Crash safety
 //! A reservation is written to an unnamed temp file (`O_TMPFILE` in the
 //! network directory) first and then linked to its address name (`linkat`
-//! through `/proc/self/fd`): `linkat` fails with `EEXIST` when the address
+//! from the descriptor, or through `/proc/self/fd` without the privilege
+//! for that): `linkat` fails with `EEXIST` when the address
 //! is taken, and otherwise makes a *complete* file appear at once, so a
 //! process killed at any instant never leaves an empty or partial
 //! reservation (the reference's `O_EXCL` + write can: plugins#498), and no
 //! temp file ever appears (a killed process's unnamed file is freed with
-//! it). `last_reserved_ip.<set>` is overwritten in place by one `pwrite`
-//! when the new address is at least as long as the old one (a single write
+//! it). ADD makes that file before it takes the lock
+//! ([`Store::prepare_claim`]): allocating the inode is the costliest step
+//! of a claim, and an unnamed file changes nothing another process sees.
+//! `last_reserved_ip.<set>` is overwritten in place by one `pwrite` when
+//! the new address is at least as long as the old one (a single write
 //! lands whole or not at all), else unlinked and linked anew from an
 //! unnamed temp file (see [`Session::set_last_reserved`]).
 //!
@@ -209,17 +213,32 @@ fn unnamed_file(dir: &Path, data: &[u8]) -> std::io::Result<File> {
 }
 
 /// Gives the unnamed file `f` the name `target` (`EEXIST` when taken).
-/// Through `/proc/self/fd`, which needs no privilege (`AT_EMPTY_PATH` would
-/// need `CAP_DAC_READ_SEARCH`).
+/// Straight from the descriptor (`AT_EMPTY_PATH`) where that is allowed
+/// (`CAP_DAC_READ_SEARCH`: root, as runtimes run plugins), else through
+/// `/proc/self/fd`, which needs no privilege but costs a walk through
+/// procfs.
 fn link_unnamed(f: &File, target: &Path) -> std::io::Result<()> {
+    use nix::errno::Errno;
+    use nix::fcntl::{AT_FDCWD, AtFlags};
     use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static EMPTY_PATH_REFUSED: AtomicBool = AtomicBool::new(false);
+    if !EMPTY_PATH_REFUSED.load(Ordering::Relaxed) {
+        match nix::unistd::linkat(f, "", AT_FDCWD, target, AtFlags::AT_EMPTY_PATH) {
+            // Without the capability the kernel answers ENOENT.
+            Err(Errno::ENOENT | Errno::EPERM | Errno::EINVAL) => {
+                EMPTY_PATH_REFUSED.store(true, Ordering::Relaxed);
+            }
+            r => return r.map_err(std::io::Error::from),
+        }
+    }
     let fd_path = format!("/proc/self/fd/{}", f.as_raw_fd());
     nix::unistd::linkat(
-        nix::fcntl::AT_FDCWD,
+        AT_FDCWD,
         fd_path.as_str(),
-        nix::fcntl::AT_FDCWD,
+        AT_FDCWD,
         target,
-        nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+        AtFlags::AT_SYMLINK_FOLLOW,
     )
     .map_err(std::io::Error::from)
 }
@@ -643,6 +662,23 @@ impl Store {
         r
     }
 
+    /// The file of a reservation for `(id, ifname)`, made before the lock
+    /// is taken: an unnamed file (`O_TMPFILE`) changes nothing that another
+    /// process can see, and making it (allocating an inode) is the costliest
+    /// step of a claim, so concurrent ADDs do it in parallel rather than one
+    /// at a time under the lock. `None` where unnamed files cannot be made
+    /// (the session then makes its temp file itself, as before).
+    pub fn prepare_claim(&self, id: &str, ifname: &str) -> Option<PreparedClaim> {
+        let key = owner_key(id, ifname);
+        match unnamed_file(&self.dir, &key) {
+            Ok(file) => Some(PreparedClaim { file, key }),
+            Err(e) => {
+                log::debug!("no unnamed file in {}: {e}", self.dir.display());
+                None
+            }
+        }
+    }
+
     /// Takes the lock and learns who owns what.
     pub fn session(&self, sync: Sync) -> Result<Session<'_>, CniError> {
         self.lock()?;
@@ -688,6 +724,14 @@ struct Known {
     name: String,
     /// Trimmed content; `None` when the file could not be read.
     content: Option<Vec<u8>>,
+}
+
+/// An unnamed file holding a reservation's content, made before the lock
+/// ([`Store::prepare_claim`]); [`Session::adopt_claim`] hands it to the
+/// session. Dropped unused, it is freed and leaves no trace.
+pub struct PreparedClaim {
+    file: File,
+    key: Vec<u8>,
 }
 
 /// A temp file holding what is to be linked into place.
@@ -1025,6 +1069,13 @@ impl Session<'_> {
         Ok(name)
     }
 
+    /// Lets the next [`Session::claim`] for the prepared claim's owner link
+    /// its file instead of making one under the lock.
+    pub fn adopt_claim(&mut self, prepared: PreparedClaim) {
+        self.drop_claim_tmp();
+        self.claim_tmp = Some((Tmp::Unnamed(prepared.file), prepared.key));
+    }
+
     /// Creates the file for `ip` owned by `(id, ifname)` atomically;
     /// `Ok(false)` when the address is taken.
     pub fn claim(&mut self, id: &str, ifname: &str, ip: IpAddr) -> Result<bool, CniError> {
@@ -1045,6 +1096,9 @@ impl Session<'_> {
         };
         let name = ip.to_string();
         let target = self.path(&name);
+        // A prepared file was made before the session: the stamp is
+        // zeroed here, before the directory changes.
+        self.will_change();
         let (tmp, linked) = self.link_tmp(tmp, &key, &target);
         self.claim_tmp = Some((tmp, key.clone()));
         match linked {

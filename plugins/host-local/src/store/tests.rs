@@ -149,6 +149,52 @@ fn claim_writes_complete_files_and_last_reserved() {
 }
 
 #[test]
+fn prepared_claims_change_nothing_until_linked() {
+    let t = TempDir::new("prepared");
+    let s = t.store();
+    s.session(Sync::Fast)
+        .unwrap()
+        .claim("a", "eth0", ip("10.0.0.2"))
+        .unwrap();
+    let mtime = || {
+        let m = fs::metadata(t.net()).unwrap();
+        (m.mtime(), m.mtime_nsec())
+    };
+    let before = (names(&t.net()), mtime());
+    // Made before the lock, and dropped unused: nothing to see, not even
+    // a new mtime (the index stays trusted).
+    let prepared = s.prepare_claim("b", "eth0").unwrap();
+    drop(s.prepare_claim("c", "eth0").unwrap());
+    assert_eq!((names(&t.net()), mtime()), before);
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert!(ss.stats().index_used);
+        ss.adopt_claim(prepared);
+        // taken: the prepared file waits for the next candidate
+        assert!(!ss.claim("b", "eth0", ip("10.0.0.2")).unwrap());
+        assert!(ss.claim("b", "eth0", ip("10.0.0.3")).unwrap());
+    }
+    assert_eq!(fs::read(t.net().join("10.0.0.3")).unwrap(), b"b\r\neth0");
+    assert_eq!(fs::metadata(t.net().join("10.0.0.3")).unwrap().nlink(), 1);
+    // another owner's claim does not take a prepared file
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        assert!(ss.stats().index_used);
+        ss.adopt_claim(s.prepare_claim("d", "eth0").unwrap());
+        assert!(ss.claim("e", "eth0", ip("10.0.0.4")).unwrap());
+    }
+    assert_eq!(fs::read(t.net().join("10.0.0.4")).unwrap(), b"e\r\neth0");
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(ss.stats().index_used);
+    assert_eq!(ss.owned_by("b", "eth0"), [ip("10.0.0.3")]);
+    drop(ss);
+    assert_eq!(
+        names(&t.net()),
+        ["10.0.0.2", "10.0.0.3", "10.0.0.4", "lock"]
+    );
+}
+
+#[test]
 fn last_reserved_is_rewritten_in_place_unless_shorter() {
     let t = TempDir::new("lastres");
     let s = t.store();
