@@ -215,7 +215,9 @@ pub fn dispatch(
         };
     }
 
-    let mut raw = Vec::new();
+    // Room for a usual config up front: from an empty Vec, read_to_end
+    // starts with a 32-byte probe and doubles, one read call each.
+    let mut raw = Vec::with_capacity(4096);
     if let Err(e) = stdin.read_to_end(&mut raw) {
         let e = CniError::new(
             code::IO_FAILURE,
