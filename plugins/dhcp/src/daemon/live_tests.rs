@@ -7,8 +7,10 @@ use super::client::Timing;
 use super::lease::Store;
 use super::service::Daemon;
 use crate::netrpc::{CmdArgs, Service};
+use cni_skel::CniResult;
 use std::path::PathBuf;
 use std::process::{Child, Command};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn ip(args: &[&str]) {
@@ -18,6 +20,47 @@ fn ip(args: &[&str]) {
         "ip {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Root and dnsmasq, or a SKIP line and true.
+fn skip(test: &str) -> bool {
+    if !nix::unistd::geteuid().is_root()
+        || Command::new("dnsmasq").arg("--version").output().is_err()
+    {
+        eprintln!("SKIP {test}: needs root and dnsmasq");
+        return true;
+    }
+    false
+}
+
+/// dnsmasq serving `range` (`first,last`, 2-minute leases on a /24) on
+/// `srv0` of netns `srv`, its lease file and log in `dir`; waits a moment
+/// for it to listen.
+fn dnsmasq(srv: &str, dir: &std::path::Path, range: &str, extra: &[&str]) -> Child {
+    let child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            srv,
+            "dnsmasq",
+            "--no-daemon",
+            "--conf-file=/dev/null",
+            "--port=0",
+            "--user=root",
+            "--interface=srv0",
+            "--bind-interfaces",
+            "--no-ping",
+            "--log-dhcp",
+        ])
+        .args(extra)
+        .arg(format!("--dhcp-range={range},255.255.255.0,2m"))
+        .arg(format!("--dhcp-leasefile={}", dir.join("leases").display()))
+        .arg(format!("--log-facility={}", dir.join("log").display()))
+        .arg(format!("--pid-file={}", dir.join("pid").display()))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    child
 }
 
 /// A server netns running dnsmasq on 10.131.<subnet>.0/24 and a client
@@ -52,35 +95,38 @@ impl Segment {
         ]);
         ip(&["-n", &srv, "link", "set", "srv0", "up"]);
         ip(&["-n", &srv, "link", "set", "lo", "up"]);
-        let dnsmasq = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &srv,
-                "dnsmasq",
-                "--no-daemon",
-                "--conf-file=/dev/null",
-                "--port=0",
-                "--user=root",
-                "--interface=srv0",
-                "--bind-interfaces",
-                "--no-ping",
-                "--log-dhcp",
-            ])
-            .arg(format!(
-                "--dhcp-range=10.131.{subnet}.50,10.131.{subnet}.150,255.255.255.0,2m"
-            ))
-            .arg(format!("--dhcp-leasefile={}", dir.join("leases").display()))
-            .arg(format!("--log-facility={}", dir.join("log").display()))
-            .arg(format!("--pid-file={}", dir.join("pid").display()))
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        let dnsmasq = dnsmasq(
+            &srv,
+            &dir,
+            &format!("10.131.{subnet}.50,10.131.{subnet}.150"),
+            &[],
+        );
         Segment { tag, dir, dnsmasq }
     }
 
+    /// The client's netns name.
+    fn client(&self) -> String {
+        format!("{}c", self.tag)
+    }
+
     fn netns(&self) -> String {
-        format!("/run/netns/{}c", self.tag)
+        format!("/run/netns/{}", self.client())
+    }
+
+    /// Puts the leased address on the client's `net1`, as the main plugin
+    /// would after the daemon answered.
+    fn configure(&self, result: &CniResult) {
+        let addr = result.ips[0].address.to_string();
+        ip(&["-n", &self.client(), "addr", "add", &addr, "dev", "net1"]);
+    }
+
+    /// Stops dnsmasq and starts it again on `range` with `extra` options
+    /// and no leases.
+    fn restart_dnsmasq(&mut self, range: &str, extra: &[&str]) {
+        let _ = self.dnsmasq.kill();
+        let _ = self.dnsmasq.wait();
+        let _ = std::fs::remove_file(self.dir.join("leases"));
+        self.dnsmasq = dnsmasq(&format!("{}s", self.tag), &self.dir, range, extra);
     }
 
     fn leases(&self) -> String {
@@ -96,7 +142,7 @@ impl Drop for Segment {
     fn drop(&mut self) {
         let _ = self.dnsmasq.kill();
         let _ = self.dnsmasq.wait();
-        for ns in [format!("{}s", self.tag), format!("{}c", self.tag)] {
+        for ns in [format!("{}s", self.tag), self.client()] {
             let _ = Command::new("ip").args(["netns", "del", &ns]).status();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -115,7 +161,15 @@ fn args(seg: &Segment, cid: &str) -> CmdArgs {
     }
 }
 
-fn daemon(seg: &Segment) -> std::sync::Arc<Daemon> {
+/// A daemon whose maintenance (renewals, expiry) runs on a thread of its own.
+fn maintained_daemon(seg: &Segment) -> Arc<Daemon> {
+    let d = daemon(seg);
+    let m = Arc::clone(&d);
+    std::thread::spawn(move || m.maintain());
+    d
+}
+
+fn daemon(seg: &Segment) -> Arc<Daemon> {
     Daemon::new(
         Store::new(seg.dir.join("store")),
         String::new(),
@@ -129,10 +183,7 @@ fn daemon(seg: &Segment) -> std::sync::Arc<Daemon> {
 
 #[test]
 fn live_acquire_reuse_release_readopt() {
-    if !nix::unistd::geteuid().is_root()
-        || Command::new("dnsmasq").arg("--version").output().is_err()
-    {
-        eprintln!("SKIP live_acquire_reuse_release_readopt: needs root and dnsmasq");
+    if skip("live_acquire_reuse_release_readopt") {
         return;
     }
     let seg = Segment::new(201);
@@ -151,15 +202,7 @@ fn live_acquire_reuse_release_readopt() {
     d2.adopt_stored();
     assert_eq!(d2.lease_count(), 1);
     // Configure the address as the main plugin would, then release.
-    ip(&[
-        "-n",
-        &format!("{}c", seg.tag),
-        "addr",
-        "add",
-        &r.ips[0].address.to_string(),
-        "dev",
-        "net1",
-    ]);
+    seg.configure(&r);
     d2.release(&a).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert!(
@@ -175,29 +218,14 @@ fn live_acquire_reuse_release_readopt() {
 
 #[test]
 fn live_renewal_at_t1_and_netns_gone() {
-    if !nix::unistd::geteuid().is_root()
-        || Command::new("dnsmasq").arg("--version").output().is_err()
-    {
-        eprintln!("SKIP live_renewal_at_t1_and_netns_gone: needs root and dnsmasq");
+    if skip("live_renewal_at_t1_and_netns_gone") {
         return;
     }
     let seg = Segment::new(202);
-    let d = daemon(&seg);
-    {
-        let d = std::sync::Arc::clone(&d);
-        std::thread::spawn(move || d.maintain());
-    }
+    let d = maintained_daemon(&seg);
     let a = args(&seg, "live-cid-2");
     let r = d.allocate(&a).unwrap();
-    ip(&[
-        "-n",
-        &format!("{}c", seg.tag),
-        "addr",
-        "add",
-        &r.ips[0].address.to_string(),
-        "dev",
-        "net1",
-    ]);
+    seg.configure(&r);
     // dnsmasq's shortest lease is 2 minutes: move the clock past T1 (60 s)
     // rather than wait (tests/tests/dhcp.rs waits for a real one).
     let acks = || seg.log().matches("DHCPACK(srv0)").count();
@@ -214,7 +242,7 @@ fn live_renewal_at_t1_and_netns_gone() {
         .to_string();
     assert!(!tail.contains("broadcast response"), "{tail}");
     // DEL after the container's netns is gone still succeeds.
-    ip(&["netns", "del", &format!("{}c", seg.tag)]);
+    ip(&["netns", "del", &seg.client()]);
     assert_eq!(d.lease_count(), 1);
     d.release(&a).unwrap();
     assert_eq!(d.lease_count(), 0);
@@ -223,12 +251,7 @@ fn live_renewal_at_t1_and_netns_gone() {
 
 #[test]
 fn live_gc_releases_only_invalid_attachments_of_the_network() {
-    if !nix::unistd::geteuid().is_root()
-        || Command::new("dnsmasq").arg("--version").output().is_err()
-    {
-        eprintln!(
-            "SKIP live_gc_releases_only_invalid_attachments_of_the_network: needs root and dnsmasq"
-        );
+    if skip("live_gc_releases_only_invalid_attachments_of_the_network") {
         return;
     }
     // Two attachments (container ids) on the same interface: two leases.
@@ -239,15 +262,7 @@ fn live_gc_releases_only_invalid_attachments_of_the_network() {
     let r1 = d.allocate(&a1).unwrap();
     let r2 = d.allocate(&a2).unwrap();
     let ip2 = r2.ips[0].address.ip().to_string();
-    ip(&[
-        "-n",
-        &format!("{}c", seg.tag),
-        "addr",
-        "add",
-        &r2.ips[0].address.to_string(),
-        "dev",
-        "net1",
-    ]);
+    seg.configure(&r2);
     assert_eq!(d.lease_count(), 2);
     let gc = CmdArgs {
         stdin_data:
@@ -284,7 +299,7 @@ fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
 
 fn link_up(seg: &Segment) -> bool {
     let out = Command::new("ip")
-        .args(["-n", &format!("{}c", seg.tag), "-o", "link", "show", "net1"])
+        .args(["-n", &seg.client(), "-o", "link", "show", "net1"])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).contains(",UP")
@@ -292,29 +307,14 @@ fn link_up(seg: &Segment) -> bool {
 
 #[test]
 fn live_lease_expiry_is_reported_to_check() {
-    if !nix::unistd::geteuid().is_root()
-        || Command::new("dnsmasq").arg("--version").output().is_err()
-    {
-        eprintln!("SKIP live_lease_expiry_is_reported_to_check: needs root and dnsmasq");
+    if skip("live_lease_expiry_is_reported_to_check") {
         return;
     }
     let mut seg = Segment::new(204);
-    let d = daemon(&seg);
-    {
-        let d = std::sync::Arc::clone(&d);
-        std::thread::spawn(move || d.maintain());
-    }
+    let d = maintained_daemon(&seg);
     let a = args(&seg, "live-expire");
     let r = d.allocate(&a).unwrap();
-    ip(&[
-        "-n",
-        &format!("{}c", seg.tag),
-        "addr",
-        "add",
-        &r.ips[0].address.to_string(),
-        "dev",
-        "net1",
-    ]);
+    seg.configure(&r);
     assert!(link_up(&seg));
     // The server goes away; the lease's whole life passes.
     let _ = seg.dnsmasq.kill();
@@ -332,59 +332,17 @@ fn live_lease_expiry_is_reported_to_check() {
 
 #[test]
 fn live_nak_at_renewal_loses_the_lease() {
-    if !nix::unistd::geteuid().is_root()
-        || Command::new("dnsmasq").arg("--version").output().is_err()
-    {
-        eprintln!("SKIP live_nak_at_renewal_loses_the_lease: needs root and dnsmasq");
+    if skip("live_nak_at_renewal_loses_the_lease") {
         return;
     }
     let mut seg = Segment::new(205);
-    let d = daemon(&seg);
-    {
-        let d = std::sync::Arc::clone(&d);
-        std::thread::spawn(move || d.maintain());
-    }
+    let d = maintained_daemon(&seg);
     let a = args(&seg, "live-nak");
     let r = d.allocate(&a).unwrap();
-    ip(&[
-        "-n",
-        &format!("{}c", seg.tag),
-        "addr",
-        "add",
-        &r.ips[0].address.to_string(),
-        "dev",
-        "net1",
-    ]);
+    seg.configure(&r);
     // The server restarts with another range: the address is no longer
     // its to give, and an authoritative server says so (DHCPNAK).
-    let _ = seg.dnsmasq.kill();
-    let _ = seg.dnsmasq.wait();
-    let _ = std::fs::remove_file(seg.dir.join("leases"));
-    seg.dnsmasq = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &format!("{}s", seg.tag),
-            "dnsmasq",
-            "--no-daemon",
-            "--conf-file=/dev/null",
-            "--port=0",
-            "--user=root",
-            "--interface=srv0",
-            "--bind-interfaces",
-            "--no-ping",
-            "--log-dhcp",
-            "--dhcp-authoritative",
-            "--dhcp-range=10.131.205.200,10.131.205.210,255.255.255.0,2m",
-        ])
-        .arg(format!(
-            "--dhcp-leasefile={}",
-            seg.dir.join("leases").display()
-        ))
-        .arg(format!("--log-facility={}", seg.dir.join("log").display()))
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    seg.restart_dnsmasq("10.131.205.200,10.131.205.210", &["--dhcp-authoritative"]);
     d.age_leases(61); // past T1 (60 s of a 2 m lease), before T2
     wait_until("the NAK", || d.allocate(&a).is_err());
     let e = d.allocate(&a).unwrap_err();
@@ -396,29 +354,14 @@ fn live_nak_at_renewal_loses_the_lease() {
 
 #[test]
 fn live_rebinding_after_t2_keeps_the_address() {
-    if !nix::unistd::geteuid().is_root()
-        || Command::new("dnsmasq").arg("--version").output().is_err()
-    {
-        eprintln!("SKIP live_rebinding_after_t2_keeps_the_address: needs root and dnsmasq");
+    if skip("live_rebinding_after_t2_keeps_the_address") {
         return;
     }
     let seg = Segment::new(206);
-    let d = daemon(&seg);
-    {
-        let d = std::sync::Arc::clone(&d);
-        std::thread::spawn(move || d.maintain());
-    }
+    let d = maintained_daemon(&seg);
     let a = args(&seg, "live-rebind");
     let r = d.allocate(&a).unwrap();
-    ip(&[
-        "-n",
-        &format!("{}c", seg.tag),
-        "addr",
-        "add",
-        &r.ips[0].address.to_string(),
-        "dev",
-        "net1",
-    ]);
+    seg.configure(&r);
     let acks = || seg.log().matches("DHCPACK(srv0)").count();
     assert_eq!(acks(), 1);
     d.age_leases(110); // past T2 (105 s of a 2 m lease), before expiry
