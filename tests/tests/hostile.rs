@@ -123,6 +123,40 @@ struct Traits {
     prev_cmd: Option<&'static str>,
 }
 
+impl Traits {
+    /// A main plugin that makes the container's interface and runs
+    /// host-local (bridge, ptp, macvlan, tap).
+    const MAIN_WITH_IPAM: Traits = Traits {
+        uses_netns: true,
+        strict_args: true,
+        delegates: true,
+        prev_cmd: Some("CHECK"),
+    };
+    /// A main plugin for one link kind, delegating IPAM but leaving
+    /// `CNI_ARGS` alone (host-device, ipvlan, vlan, dummy).
+    const LINK: Traits = Traits {
+        uses_netns: true,
+        strict_args: false,
+        delegates: true,
+        prev_cmd: Some("CHECK"),
+    };
+    /// A plugin acting inside the container on what is there, reading
+    /// `prevResult` at ADD (loopback, bandwidth, sbr, vrf).
+    const IN_CONTAINER: Traits = Traits {
+        uses_netns: true,
+        strict_args: false,
+        delegates: false,
+        prev_cmd: Some("ADD"),
+    };
+    /// A chained plugin acting on the host only (portmap, firewall, noop).
+    const ON_HOST: Traits = Traits {
+        uses_netns: false,
+        strict_args: false,
+        delegates: false,
+        prev_cmd: Some("ADD"),
+    };
+}
+
 struct World {
     plugin: &'static str,
     host: Netns,
@@ -303,6 +337,23 @@ fn common_keys() -> Vec<Key> {
         key("prevResult", Kind::Obj, vec![]),
         key("args", Kind::Obj, vec![]),
     ]
+}
+
+/// The common keys of a plugin that can only be chained: without
+/// `prevResult` its ADD must refuse.
+fn chained_keys() -> Vec<Key> {
+    let mut keys = common_keys();
+    keys.iter_mut()
+        .filter(|k| k.path == ["prevResult"])
+        .for_each(|k| k.null = Expect::Fail);
+    keys
+}
+
+/// The common keys and host-local's, of a plugin that delegates to it.
+fn delegating_keys(w: &World) -> Vec<Key> {
+    let mut keys = common_keys();
+    keys.extend(ipam_keys(w, true));
+    keys
 }
 
 /// host-local's keys, as host-local itself or through a delegating plugin.
@@ -897,13 +948,7 @@ fn hostile_loopback() {
     let w = World::new("loopback", 1);
     let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "loopback"});
     warm_up(&w, &base);
-    let t = Traits {
-        uses_netns: true,
-        strict_args: false,
-        delegates: false,
-        prev_cmd: Some("ADD"),
-    };
-    hostile(&w, base, common_keys(), t, &[]);
+    hostile(&w, base, common_keys(), Traits::IN_CONTAINER, &[]);
 }
 
 #[test]
@@ -937,8 +982,7 @@ fn hostile_bridge() {
     warm_up(&w, &base);
     // "bridge": null means cni0, which stays after DEL like any bridge.
     warm_up(&w, &set_at(&base, &["bridge"], Value::Null));
-    let mut keys = common_keys();
-    keys.extend(ipam_keys(&w, true));
+    let mut keys = delegating_keys(&w);
     keys.extend(bools(&[
         "isGateway",
         "isDefaultGateway",
@@ -990,13 +1034,7 @@ fn hostile_bridge() {
         key("args.cni.mac", Kind::Str, macs.clone()),
         key("runtimeConfig.mac", Kind::Str, macs),
     ]);
-    let t = Traits {
-        uses_netns: true,
-        strict_args: true,
-        delegates: true,
-        prev_cmd: Some("CHECK"),
-    };
-    hostile(&w, base, keys, t, &[]);
+    hostile(&w, base, keys, Traits::MAIN_WITH_IPAM, &[]);
 }
 
 #[test]
@@ -1007,49 +1045,56 @@ fn hostile_ptp() {
     let w = World::new("ptp", 4);
     let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "ptp", "ipam": w.ipam(false)});
     warm_up(&w, &base);
-    let mut keys = common_keys();
-    keys.extend(ipam_keys(&w, true));
+    let mut keys = delegating_keys(&w);
     keys.extend(bools(&["ipMasq"]));
     keys.extend([
         key("ipMasqBackend", Kind::Str, vec![json!("pf"), json!("MARK")]),
         key("mtu", Kind::Int(68, 65535), vec![json!(65536), json!(67)]),
     ]);
-    let t = Traits {
-        uses_netns: true,
-        strict_args: true,
-        delegates: true,
-        prev_cmd: Some("CHECK"),
-    };
-    hostile(&w, base, keys, t, &[]);
+    hostile(&w, base, keys, Traits::MAIN_WITH_IPAM, &[]);
+}
+
+/// Adds the veth pair `name` <-> `peer` in `ns`, both down.
+fn add_veth(ns: &Netns, name: &str, peer: &str) {
+    ns.exec_ok(
+        "ip",
+        &["link", "add", name, "type", "veth", "peer", "name", peer],
+    );
 }
 
 /// A parent for the link plugins in the hostile host: veth `hxm0` (up)
 /// with its peer `hxp0`.
 fn add_parent(w: &World) {
-    w.host.exec_ok(
-        "ip",
-        &[
-            "link", "add", "hxm0", "type", "veth", "peer", "name", "hxp0",
-        ],
-    );
+    add_veth(&w.host, "hxm0", "hxp0");
     w.host.exec_ok("ip", &["link", "set", "hxm0", "up"]);
+}
+
+/// The container's `eth0` (up, `10.80.<n>.2/24`) as the main plugin left
+/// it, its veth peer `peer` (up) in the container too: what sbr and vrf
+/// act on.
+fn add_container_eth0(w: &World, peer: &str) {
+    let c = &w.container;
+    add_veth(c, "eth0", peer);
+    let addr = format!("10.80.{}.2/24", w.n);
+    c.exec_ok("ip", &["addr", "add", &addr, "dev", "eth0"]);
+    c.exec_ok("ip", &["link", "set", "eth0", "up"]);
+    c.exec_ok("ip", &["link", "set", peer, "up"]);
+}
+
+/// `master` of a link plugin with a parent: values no parent can be, and
+/// `also`.
+fn master_key(also: Vec<Value>) -> Key {
+    let mut bad = vec![json!("MARK"), json!("../MARK"), json!("")];
+    bad.extend(also);
+    bad.push(json!("x".repeat(16)));
+    key("master", Kind::Str, bad)
 }
 
 /// macvlan's own keys.
 fn macvlan_keys() -> Vec<Key> {
     let mut keys = bools(&["linkInContainer"]);
     keys.extend([
-        key(
-            "master",
-            Kind::Str,
-            vec![
-                json!("MARK"),
-                json!("../MARK"),
-                json!(""),
-                json!("lo"),
-                json!("x".repeat(16)),
-            ],
-        ),
+        master_key(vec![json!("lo")]),
         key(
             "mode",
             Kind::Str,
@@ -1088,16 +1133,9 @@ fn hostile_macvlan() {
     add_parent(&w);
     let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "macvlan", "master": "hxm0", "ipam": w.ipam(false)});
     warm_up(&w, &base);
-    let mut keys = common_keys();
-    keys.extend(ipam_keys(&w, true));
+    let mut keys = delegating_keys(&w);
     keys.extend(macvlan_keys());
-    let t = Traits {
-        uses_netns: true,
-        strict_args: true,
-        delegates: true,
-        prev_cmd: Some("CHECK"),
-    };
-    hostile(&w, base, keys, t, &[]);
+    hostile(&w, base, keys, Traits::MAIN_WITH_IPAM, &[]);
 }
 
 /// bandwidth's keys, at the top level and in `runtimeConfig.bandwidth`:
@@ -1165,11 +1203,7 @@ fn hostile_bandwidth() {
         "prevResult": prev,
     });
     warm_up(&w, &base);
-    let mut keys = common_keys();
-    // With limits set, ADD needs the chain's result.
-    keys.iter_mut()
-        .filter(|k| k.path == ["prevResult"])
-        .for_each(|k| k.null = Expect::Fail);
+    let mut keys = chained_keys();
     keys.extend(bandwidth_keys());
     keys.extend([key(
         "prevResult.interfaces",
@@ -1181,13 +1215,7 @@ fn hostile_bandwidth() {
             json!([{"name": "MARK"}]),
         ],
     )]);
-    let t = Traits {
-        uses_netns: true,
-        strict_args: false,
-        delegates: false,
-        prev_cmd: Some("ADD"),
-    };
-    hostile(&w, base, keys, t, &[]);
+    hostile(&w, base, keys, Traits::IN_CONTAINER, &[]);
 }
 
 #[test]
@@ -1197,19 +1225,13 @@ fn hostile_host_device() {
     }
     let w = World::new("host-device", 22);
     // Left down: DEL brings a device back down, as the reference does.
-    w.host.exec_ok(
-        "ip",
-        &[
-            "link", "add", "hxd0", "type", "veth", "peer", "name", "hxe0",
-        ],
-    );
+    add_veth(&w.host, "hxd0", "hxe0");
     let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "host-device", "device": "hxd0", "ipam": w.ipam(false)});
     warm_up(&w, &base);
     // `device` wins over the other selectors (as in the reference), so
     // only their types are checked here; their values are in
     // host_device.rs (selection errors).
-    let mut keys = common_keys();
-    keys.extend(ipam_keys(&w, true));
+    let mut keys = delegating_keys(&w);
     let paths = || {
         vec![
             json!("MARK"),
@@ -1234,28 +1256,13 @@ fn hostile_host_device() {
         key("pciBusID", Kind::Str, vec![]),
         key("runtimeConfig.deviceID", Kind::Str, paths()),
     ]);
-    let t = Traits {
-        uses_netns: true,
-        strict_args: false,
-        delegates: true,
-        prev_cmd: Some("CHECK"),
-    };
-    hostile(&w, base, keys, t, &[]);
+    hostile(&w, base, keys, Traits::LINK, &[]);
 }
 
 /// ipvlan, vlan and dummy: a kind this kernel may lack (scripts/vmtest
 /// runs them where it has it).
 fn skip_link_kind(test: &str, kind: &str) -> bool {
     skip_unless_root(test) || rcni_tests::iface_util::skip_without_kind(test, kind)
-}
-
-fn link_plugin_traits() -> Traits {
-    Traits {
-        uses_netns: true,
-        strict_args: false,
-        delegates: true,
-        prev_cmd: Some("CHECK"),
-    }
 }
 
 #[test]
@@ -1267,20 +1274,10 @@ fn hostile_ipvlan() {
     add_parent(&w);
     let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "ipvlan", "master": "hxm0", "ipam": w.ipam(false)});
     warm_up(&w, &base);
-    let mut keys = common_keys();
-    keys.extend(ipam_keys(&w, true));
+    let mut keys = delegating_keys(&w);
     keys.extend(bools(&["linkInContainer"]));
     keys.extend([
-        key(
-            "master",
-            Kind::Str,
-            vec![
-                json!("MARK"),
-                json!("../MARK"),
-                json!(""),
-                json!("x".repeat(16)),
-            ],
-        ),
+        master_key(vec![]),
         key(
             "mode",
             Kind::Str,
@@ -1292,7 +1289,7 @@ fn hostile_ipvlan() {
             vec![json!(1501), json!(65536), json!(67)],
         ),
     ]);
-    hostile(&w, base, keys, link_plugin_traits(), &[]);
+    hostile(&w, base, keys, Traits::LINK, &[]);
 }
 
 #[test]
@@ -1304,19 +1301,9 @@ fn hostile_vlan() {
     add_parent(&w);
     let base = json!({"cniVersion": "1.1.0", "name": w.name, "type": "vlan", "master": "hxm0", "vlanId": 26, "ipam": w.ipam(false)});
     warm_up(&w, &base);
-    let mut keys = common_keys();
-    keys.extend(ipam_keys(&w, true));
+    let mut keys = delegating_keys(&w);
     keys.extend(bools(&["linkInContainer"]));
-    let mut master = key(
-        "master",
-        Kind::Str,
-        vec![
-            json!("MARK"),
-            json!("../MARK"),
-            json!(""),
-            json!("x".repeat(16)),
-        ],
-    );
+    let mut master = master_key(vec![]);
     master.null = Expect::Fail;
     keys.extend([
         master,
@@ -1327,7 +1314,7 @@ fn hostile_vlan() {
         ),
         key("mtu", Kind::Int(0, 1500), vec![json!(1501), json!(65536)]),
     ]);
-    hostile(&w, base, keys, link_plugin_traits(), &[]);
+    hostile(&w, base, keys, Traits::LINK, &[]);
 }
 
 #[test]
@@ -1339,9 +1326,8 @@ fn hostile_dummy() {
     let base =
         json!({"cniVersion": "1.1.0", "name": w.name, "type": "dummy", "ipam": w.ipam(false)});
     warm_up(&w, &base);
-    let mut keys = common_keys();
-    keys.extend(ipam_keys(&w, true));
-    hostile(&w, base, keys, link_plugin_traits(), &[]);
+    let keys = delegating_keys(&w);
+    hostile(&w, base, keys, Traits::LINK, &[]);
 }
 
 #[test]
@@ -1351,12 +1337,7 @@ fn hostile_portmap() {
     }
     let w = World::new("portmap", 5);
     // A route to the container's subnet, as the main plugin would leave it.
-    w.host.exec_ok(
-        "ip",
-        &[
-            "link", "add", "hxd0", "type", "veth", "peer", "name", "hxd1",
-        ],
-    );
+    add_veth(&w.host, "hxd0", "hxd1");
     w.host.exec_ok("ip", &["link", "set", "hxd1", "up"]);
     w.host
         .exec_ok("ip", &["addr", "add", "10.80.5.1/24", "dev", "hxd0"]);
@@ -1370,11 +1351,7 @@ fn hostile_portmap() {
     let mut nft = base.clone();
     nft["backend"] = json!("nftables");
     warm_up(&w, &nft);
-    let mut keys = common_keys();
-    // Without prevResult portmap ADD must refuse: it can only be chained.
-    keys.iter_mut()
-        .filter(|k| k.path == ["prevResult"])
-        .for_each(|k| k.null = Expect::Fail);
+    let mut keys = chained_keys();
     let conds = vec![
         json!(["-s", "1.2.3.4\n-A INPUT -j DROP"]),
         json!(["ip saddr 1.2.3.4 ; flush ruleset"]),
@@ -1447,13 +1424,7 @@ fn hostile_portmap() {
             k.null = Expect::Fail;
         }
     }
-    let t = Traits {
-        uses_netns: false,
-        strict_args: false,
-        delegates: false,
-        prev_cmd: Some("ADD"),
-    };
-    hostile(&w, base, keys, t, &[]);
+    hostile(&w, base, keys, Traits::ON_HOST, &[]);
 }
 
 #[test]
@@ -1474,10 +1445,7 @@ fn hostile_firewall() {
         "prevResult": prev,
     });
     warm_up(&w, &base);
-    let mut keys = common_keys();
-    keys.iter_mut()
-        .filter(|k| k.path == ["prevResult"])
-        .for_each(|k| k.null = Expect::Fail);
+    let mut keys = chained_keys();
     let chain_names = vec![
         json!("FORWARD"),
         json!("CNI-FORWARD"),
@@ -1528,13 +1496,7 @@ fn hostile_firewall() {
             k.null = Expect::Fail;
         }
     }
-    let t = Traits {
-        uses_netns: false,
-        strict_args: false,
-        delegates: false,
-        prev_cmd: Some("ADD"),
-    };
-    hostile(&w, base, keys, t, &[]);
+    hostile(&w, base, keys, Traits::ON_HOST, &[]);
 }
 
 #[test]
@@ -1574,12 +1536,7 @@ fn hostile_noop() {
             vec![json!("/nonexistent/MARK"), json!(w.tmp.file("MARK"))],
         ),
     ]);
-    let t = Traits {
-        uses_netns: false,
-        strict_args: false,
-        delegates: false,
-        prev_cmd: Some("ADD"),
-    };
+    let t = Traits::ON_HOST;
     hostile(
         &w,
         base,
@@ -1707,8 +1664,7 @@ fn hostile_tap() {
         json!("02:00:00:00:00:01:02"),
         json!("00:00:00:00:00:00"),
     ];
-    let mut keys = common_keys();
-    keys.extend(ipam_keys(&w, true));
+    let mut keys = delegating_keys(&w);
     keys.extend(bools(&["multiQueue"]));
     keys.extend([
         key("mtu", Kind::Int(68, 65521), vec![json!(65522), json!(67)]),
@@ -1727,13 +1683,7 @@ fn hostile_tap() {
             vec![json!("MARK"), json!("system_u:system_r:container_t:s0")],
         ),
     ]);
-    let t = Traits {
-        uses_netns: true,
-        strict_args: true,
-        delegates: true,
-        prev_cmd: Some("CHECK"),
-    };
-    hostile(&w, base, keys, t, &[]);
+    hostile(&w, base, keys, Traits::MAIN_WITH_IPAM, &[]);
 }
 
 #[test]
@@ -1744,12 +1694,7 @@ fn hostile_tuning() {
     let mut w = World::new("tuning", 20);
     w.ifname = "hxt0";
     w.watch_container = true;
-    w.container.exec_ok(
-        "ip",
-        &[
-            "link", "add", "hxt0", "type", "veth", "peer", "name", "hxt1",
-        ],
-    );
+    add_veth(&w.container, "hxt0", "hxt1");
     let base = json!({
         "cniVersion": "1.1.0", "name": w.name, "type": "tuning",
         "dataDir": w.tmp.file(&format!("data/{}", w.name)),
@@ -1757,11 +1702,7 @@ fn hostile_tuning() {
         "prevResult": w.prev(),
     });
     warm_up(&w, &base);
-    let mut keys = common_keys();
-    // Without prevResult tuning ADD must refuse: it can only be chained.
-    keys.iter_mut()
-        .filter(|k| k.path == ["prevResult"])
-        .for_each(|k| k.null = Expect::Fail);
+    let mut keys = chained_keys();
     let macs = vec![
         json!("zz:00:00:00:00:01"),
         json!("01:00:5e:00:00:01"),
@@ -1827,16 +1768,7 @@ fn hostile_sbr() {
     }
     let mut w = World::new("sbr", 32);
     w.watch_container = true;
-    let c = &w.container;
-    c.exec_ok(
-        "ip",
-        &[
-            "link", "add", "eth0", "type", "veth", "peer", "name", "hxs1",
-        ],
-    );
-    c.exec_ok("ip", &["addr", "add", "10.80.32.2/24", "dev", "eth0"]);
-    c.exec_ok("ip", &["link", "set", "eth0", "up"]);
-    c.exec_ok("ip", &["link", "set", "hxs1", "up"]);
+    add_container_eth0(&w, "hxs1");
     let mut prev = w.prev();
     prev["ips"][0]["gateway"] = json!("10.80.32.1");
     let base = json!({
@@ -1844,11 +1776,7 @@ fn hostile_sbr() {
         "prevResult": prev,
     });
     warm_up(&w, &base);
-    let mut keys = common_keys();
-    // Without prevResult sbr ADD must refuse: it can only be chained.
-    keys.iter_mut()
-        .filter(|k| k.path == ["prevResult"])
-        .for_each(|k| k.null = Expect::Fail);
+    let mut keys = chained_keys();
     keys.extend([
         key(
             "table",
@@ -1861,13 +1789,7 @@ fn hostile_sbr() {
             vec![json!([{"name": "MARK"}]), json!([{"name": "../MARK"}])],
         ),
     ]);
-    let t = Traits {
-        uses_netns: true,
-        strict_args: false,
-        delegates: false,
-        prev_cmd: Some("ADD"),
-    };
-    hostile(&w, base, keys, t, &[]);
+    hostile(&w, base, keys, Traits::IN_CONTAINER, &[]);
 }
 
 /// A stand-in dhcp daemon for `hostile_dhcp`: every call on every
@@ -1994,26 +1916,13 @@ fn hostile_vrf() {
     }
     let mut w = World::new("vrf", 34);
     w.watch_container = true;
-    let c = &w.container;
-    c.exec_ok(
-        "ip",
-        &[
-            "link", "add", "eth0", "type", "veth", "peer", "name", "hxv1",
-        ],
-    );
-    c.exec_ok("ip", &["addr", "add", "10.80.34.2/24", "dev", "eth0"]);
-    c.exec_ok("ip", &["link", "set", "eth0", "up"]);
-    c.exec_ok("ip", &["link", "set", "hxv1", "up"]);
+    add_container_eth0(&w, "hxv1");
     let base = json!({
         "cniVersion": "1.1.0", "name": w.name, "type": "vrf",
         "vrfname": "hxvrf", "prevResult": w.prev(),
     });
     warm_up(&w, &base);
-    let mut keys = common_keys();
-    // Without prevResult vrf ADD must refuse: it can only be chained.
-    keys.iter_mut()
-        .filter(|k| k.path == ["prevResult"])
-        .for_each(|k| k.null = Expect::Fail);
+    let mut keys = chained_keys();
     let mut vrfname = key(
         "vrfname",
         Kind::Str,
@@ -2038,11 +1947,5 @@ fn hostile_vrf() {
             vec![json!(253), json!(254), json!(255)],
         ),
     ]);
-    let t = Traits {
-        uses_netns: true,
-        strict_args: false,
-        delegates: false,
-        prev_cmd: Some("ADD"),
-    };
-    hostile(&w, base, keys, t, &[]);
+    hostile(&w, base, keys, Traits::IN_CONTAINER, &[]);
 }
