@@ -341,6 +341,11 @@ impl PluginOutput {
     }
 }
 
+/// The `msg` of a CNI error (`PluginOutput::err`), empty when it has none.
+pub fn error_msg(e: &Value) -> &str {
+    e["msg"].as_str().unwrap_or_default()
+}
+
 /// Runs `plugin` as a runtime does: exactly `env` (plus PATH) in its
 /// environment, `stdin` on a pipe, inside the namespace `host` (`ip netns
 /// exec`) when one is given; waits for it.

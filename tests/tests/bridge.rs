@@ -11,8 +11,8 @@
 
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::{
-    FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, go_bin, skip_unless, skip_unless_root,
-    skip_without_kernel_feature, unique,
+    FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, error_msg, go_bin, skip_unless,
+    skip_unless_root, skip_without_kernel_feature, unique,
 };
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -205,6 +205,15 @@ impl World {
     }
 }
 
+/// World `n` of our bridge for `test`, or None (after a SKIP line) when
+/// the test cannot run here: it needs root and `tools`.
+fn ours(test: &str, n: u8, tools: &[&str]) -> Option<World> {
+    if skip_unless(test, tools) {
+        return None;
+    }
+    Some(World::new(Impl::Ours, n).expect("our bridge is built"))
+}
+
 fn link_exists(ns: &Netns, name: &str) -> bool {
     ns.exec("ip", &["link", "show", "dev", name])
         .status
@@ -335,10 +344,9 @@ fn two_containers_ipv4_ping_and_match_reference() {
 
 #[test]
 fn result_matches_kernel() {
-    if skip_unless_root("result_matches_kernel") {
+    let Some(w) = ours("result_matches_kernel", 2, &[]) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 2).unwrap();
+    };
     let conf = w.conf(Fam::V4, json!({"isGateway": true}));
     let c = w.container();
     let r = w.add(&conf, "c1", &c);
@@ -440,9 +448,7 @@ fn mtu_hairpin_promisc_and_match_reference() {
         let bad = w.conf(Fam::V4, json!({"hairpinMode": true, "promiscMode": true}));
         let e = w.run("ADD", &bad, "c2", &c).err();
         assert!(
-            e["msg"]
-                .as_str()
-                .unwrap()
+            error_msg(&e)
                 .starts_with("cannot set hairpin mode and promiscuous mode at the same time"),
             "{e}"
         );
@@ -487,10 +493,9 @@ fn keys_in_any_case_like_the_reference() {
 
 #[test]
 fn route_mtu_and_advmss_are_applied() {
-    if skip_unless_root("route_mtu_and_advmss_are_applied") {
+    let Some(w) = ours("route_mtu_and_advmss_are_applied", 6, &[]) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 6).unwrap();
+    };
     let mut conf = w.conf(Fam::V4, json!({"isGateway": true}));
     conf["ipam"]["routes"] = json!([{"dst": "192.0.2.0/24", "mtu": 1300, "advmss": 1200},
                                     {"dst": "198.51.100.0/24", "gw": w.v4(1)}]);
@@ -569,10 +574,9 @@ fn force_address_and_failed_add_rolls_back() {
 
 #[test]
 fn gateway_on_a_bridge_without_mac() {
-    if skip_unless_root("gateway_on_a_bridge_without_mac") {
+    let Some(w) = ours("gateway_on_a_bridge_without_mac", 23, &[]) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 23).unwrap();
+    };
     w.host
         .exec_ok("ip", &["link", "add", &w.bridge, "type", "bridge"]);
     let conf = w.conf(Fam::V4, json!({"isGateway": true}));
@@ -589,10 +593,9 @@ fn gateway_on_a_bridge_without_mac() {
 
 #[test]
 fn taken_ifname_leaves_nothing_behind() {
-    if skip_unless("taken_ifname_leaves_nothing_behind", FIREWALL_TOOLS) {
+    let Some(w) = ours("taken_ifname_leaves_nothing_behind", 8, FIREWALL_TOOLS) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 8).unwrap();
+    };
     let conf = w.conf(
         Fam::Dual,
         json!({"isGateway": true, "ipMasq": true, "macspoofchk": true}),
@@ -663,10 +666,9 @@ fn l2_mode_and_check() {
 
 #[test]
 fn mac_from_each_source() {
-    if skip_unless_root("mac_from_each_source") {
+    let Some(w) = ours("mac_from_each_source", 10, &[]) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 10).unwrap();
+    };
     let cases = [
         (
             json!({}),
@@ -709,13 +711,7 @@ fn mac_from_each_source() {
     let conf = w.conf(Fam::V4, json!({"runtimeConfig": {"mac": "not-a-mac"}}));
     let c = w.container();
     let e = w.run("ADD", &conf, "bad", &c).err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .starts_with("invalid MAC address"),
-        "{e}"
-    );
+    assert!(error_msg(&e).starts_with("invalid MAC address"), "{e}");
     assert_eq!(w.veths_in_host(), 0);
 }
 
@@ -742,10 +738,7 @@ fn old_versions_one_address_per_family() {
         let c2 = w.container();
         let e = w.run("ADD", &two, "c2", &c2).err();
         assert!(
-            e["msg"]
-                .as_str()
-                .unwrap()
-                .contains("does not support more than 1 address per family"),
+            error_msg(&e).contains("does not support more than 1 address per family"),
             "{e}"
         );
         assert_eq!(w.ports().len(), 1);
@@ -755,10 +748,9 @@ fn old_versions_one_address_per_family() {
 
 #[test]
 fn check_passes_then_fails_after_tampering() {
-    if skip_unless_root("check_passes_then_fails_after_tampering") {
+    let Some(w) = ours("check_passes_then_fails_after_tampering", 13, &[]) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 13).unwrap();
+    };
     let conf = w.conf(Fam::Dual, json!({"isDefaultGateway": true}));
     let c = w.container();
     let r = w.add(&conf, "c1", &c);
@@ -799,10 +791,9 @@ fn check_passes_then_fails_after_tampering() {
 
 #[test]
 fn del_is_idempotent() {
-    if skip_unless("del_is_idempotent", FIREWALL_TOOLS) {
+    let Some(w) = ours("del_is_idempotent", 14, FIREWALL_TOOLS) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 14).unwrap();
+    };
     let conf = w.conf(
         Fam::Dual,
         json!({"isGateway": true, "ipMasq": true, "macspoofchk": true}),
@@ -988,13 +979,10 @@ fn ip_masq_both_backends() {
 
 #[test]
 fn macspoofchk_rules_follow_the_reference_layout() {
-    if skip_unless(
-        "macspoofchk_rules_follow_the_reference_layout",
-        &[FIREWALL_TOOLS, &["ping"]].concat(),
-    ) {
+    let tools = [FIREWALL_TOOLS, &["ping"]].concat();
+    let Some(w) = ours("macspoofchk_rules_follow_the_reference_layout", 18, &tools) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 18).unwrap();
+    };
     let conf = w.conf(Fam::V4, json!({"macspoofchk": true}));
     let c = w.container();
     let r = w.add(&conf, "c1", &c);
@@ -1044,10 +1032,9 @@ fn macspoofchk_rules_follow_the_reference_layout() {
 
 #[test]
 fn gc_and_status() {
-    if skip_unless("gc_and_status", FIREWALL_TOOLS) {
+    let Some(w) = ours("gc_and_status", 19, FIREWALL_TOOLS) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 19).unwrap();
+    };
     let conf = w.conf(
         Fam::V4,
         json!({"isGateway": true, "ipMasq": true, "ipMasqBackend": "nftables", "macspoofchk": true}),
@@ -1106,10 +1093,9 @@ fn gc_and_status() {
 
 #[test]
 fn config_errors_touch_nothing() {
-    if skip_unless_root("config_errors_touch_nothing") {
+    let Some(w) = ours("config_errors_touch_nothing", 20, &[]) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 20).unwrap();
+    };
     let c = w.container();
     for (extra, want) in [
         (
@@ -1149,10 +1135,7 @@ fn config_errors_touch_nothing() {
     let conf = w.conf(Fam::V4, json!({}));
     let e = w.run("ADD", &conf, "c1", &c).err();
     assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .contains("already exists but is not a bridge"),
+        error_msg(&e).contains("already exists but is not a bridge"),
         "{e}"
     );
     assert!(w.data.reservations().is_empty());
@@ -1160,31 +1143,37 @@ fn config_errors_touch_nothing() {
 
 #[test]
 fn vlan_needs_kernel_support() {
-    if skip_unless_root("vlan_needs_kernel_support") {
+    let Some(w) = ours("vlan_needs_kernel_support", 21, &[]) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 21).unwrap();
+    };
     let conf = w.conf(Fam::V4, json!({"vlan": 100, "isGateway": true}));
     let c = w.container();
-    let out = w.run("ADD", &conf, "c1", &c);
-    if out.code != 0 {
-        let msg = out.err()["msg"].as_str().unwrap().to_string();
-        assert!(
-            msg.contains("Operation not supported") || msg.contains("os error 95"),
-            "{msg}"
-        );
-        skip_without_kernel_feature(
-            "vlan_needs_kernel_support",
-            "VLAN filtering on bridges (EOPNOTSUPP)",
-        );
-        assert!(w.data.reservations().is_empty());
+    let Some(r) = add_with_vlan_filtering(&w, &conf, &c, "vlan_needs_kernel_support") else {
         return;
-    }
-    let r = out.ok();
+    };
     assert_eq!(r["interfaces"].as_array().unwrap().len(), 4);
     let vlans = w.host.exec_ok("bridge", &["vlan", "show"]);
     assert!(vlans.contains("100"), "{vlans}");
     w.del(&conf, "c1", &c);
+}
+
+/// ADD of `conf` (with VLANs) for `c1` in `c`: its result, or None where
+/// this kernel's bridges lack VLAN filtering and the ADD failed with
+/// EOPNOTSUPP, leaving no address reserved ([`skip_without_kernel_feature`]
+/// said so, or failed `test` where the kernel must have it).
+fn add_with_vlan_filtering(w: &World, conf: &Value, c: &Netns, test: &str) -> Option<Value> {
+    let out = w.run("ADD", conf, "c1", c);
+    if out.code == 0 {
+        return Some(out.ok());
+    }
+    let e = out.err();
+    assert!(
+        error_msg(&e).contains("Operation not supported") || error_msg(&e).contains("os error 95"),
+        "{e}"
+    );
+    skip_without_kernel_feature(test, "VLAN filtering on bridges (EOPNOTSUPP)");
+    assert!(w.data.reservations().is_empty());
+    None
 }
 
 /// The VLANs of one bridge port, from `bridge -j vlan show`: (vid, flags).
@@ -1213,10 +1202,9 @@ fn port_vlans(host: &Netns, port: &str) -> Vec<(u64, Vec<String>)> {
 #[test]
 fn vlan_trunk_ports_carry_tagged_vlans_only() {
     const T: &str = "vlan_trunk_ports_carry_tagged_vlans_only";
-    if skip_unless_root(T) {
+    let Some(w) = ours(T, 23, &[]) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 23).unwrap();
+    };
     let ipam = json!({
         "type": "host-local",
         "dataDir": w.data.path().display().to_string(),
@@ -1227,18 +1215,9 @@ fn vlan_trunk_ports_carry_tagged_vlans_only() {
         json!({"ipam": ipam, "vlanTrunk": [{"minID": 101, "maxID": 103}, {"id": 200}]}),
     );
     let c = Netns::new("vmc");
-    let out = w.run("ADD", &conf, "c1", &c);
-    if out.code != 0 {
-        let msg = out.err()["msg"].as_str().unwrap().to_string();
-        assert!(
-            msg.contains("Operation not supported") || msg.contains("os error 95"),
-            "{msg}"
-        );
-        skip_without_kernel_feature(T, "VLAN filtering on bridges (EOPNOTSUPP)");
-        assert!(w.data.reservations().is_empty());
+    if add_with_vlan_filtering(&w, &conf, &c, T).is_none() {
         return;
     }
-    out.ok();
     let ports = w.ports();
     assert_eq!(ports.len(), 1, "{ports:?}");
     let port = ports[0]["ifname"].as_str().unwrap().to_string();
@@ -1269,10 +1248,9 @@ fn vlan_trunk_ports_carry_tagged_vlans_only() {
 
 #[test]
 fn parallel_adds_on_one_bridge() {
-    if skip_unless("parallel_adds_on_one_bridge", &["ping"]) {
+    let Some(w) = ours("parallel_adds_on_one_bridge", 22, &["ping"]) else {
         return;
-    }
-    let w = World::new(Impl::Ours, 22).unwrap();
+    };
     let conf = w.conf(Fam::V4, json!({"isGateway": true}));
     let containers: Vec<Netns> = (0..32).map(|_| w.container()).collect();
     let outs: Vec<PluginOutput> = std::thread::scope(|s| {
