@@ -381,6 +381,19 @@ impl Lab {
         }
     }
 
+    /// Runs `op` with the runtime and the runtime config of container `i`
+    /// (as `cid`, `maps` its port mappings) on a thread in the host.
+    fn in_host<T: Send>(
+        &self,
+        cid: &str,
+        i: usize,
+        maps: &Value,
+        op: impl FnOnce(&CniConfig, &RuntimeConf) -> T + Send,
+    ) -> T {
+        let rt = self.rt(cid, i, maps);
+        self.host.run_in(|| op(&self.cni, &rt))
+    }
+
     /// ADD of the list for container `i`, the plugins running in the host;
     /// the chain's result as JSON.
     fn add(
@@ -390,8 +403,7 @@ impl Lab {
         i: usize,
         maps: &Value,
     ) -> Result<Value, CniError> {
-        let rt = self.rt(cid, i, maps);
-        let result = self.host.run_in(|| self.cni.add_network_list(list, &rt))?;
+        let result = self.in_host(cid, i, maps, |cni, rt| cni.add_network_list(list, rt))?;
         let text = result.to_json(&list.cni_version)?;
         Ok(serde_json::from_str(&text).expect("result JSON"))
     }
@@ -404,22 +416,7 @@ impl Lab {
         i: usize,
         maps: &Value,
     ) -> Result<(), CniError> {
-        let rt = self.rt(cid, i, maps);
-        self.host.run_in(|| self.cni.check_network_list(list, &rt))
-    }
-
-    /// CHECK of the list with an explicit `prevResult`.
-    fn check_with(
-        &self,
-        list: &NetworkConfigList,
-        cid: &str,
-        i: usize,
-        maps: &Value,
-        prev: &CniResult,
-    ) -> Result<(), CniError> {
-        let rt = self.rt(cid, i, maps);
-        self.host
-            .run_in(|| self.cni.check_network_list_with(list, &rt, Some(prev)))
+        self.in_host(cid, i, maps, |cni, rt| cni.check_network_list(list, rt))
     }
 
     /// DEL of the list with the cached result (if any).
@@ -430,22 +427,7 @@ impl Lab {
         i: usize,
         maps: &Value,
     ) -> Result<(), CniError> {
-        let rt = self.rt(cid, i, maps);
-        self.host.run_in(|| self.cni.del_network_list(list, &rt))
-    }
-
-    /// DEL of the list with an explicit `prevResult`.
-    fn del_with(
-        &self,
-        list: &NetworkConfigList,
-        cid: &str,
-        i: usize,
-        maps: &Value,
-        prev: &CniResult,
-    ) -> Result<(), CniError> {
-        let rt = self.rt(cid, i, maps);
-        self.host
-            .run_in(|| self.cni.del_network_list_with(list, &rt, Some(prev)))
+        self.in_host(cid, i, maps, |cni, rt| cni.del_network_list(list, rt))
     }
 
     /// The cached result of an attachment (what DEL and CHECK hand on).
@@ -734,14 +716,19 @@ fn traffic_with(backend: &str, n: u8, br_netfilter: Option<bool>) {
         .check(&list, "pm-a", a, &maps)
         .expect_err("CHECK after DEL");
     assert_eq!(e.code, 3, "{e:?}");
+    let portmap_only = lab.portmap_only("pmnet", &extra);
     let e = lab
-        .check_with(&lab.portmap_only("pmnet", &extra), "pm-a", a, &maps, &prev)
+        .in_host("pm-a", a, &maps, |cni, rt| {
+            cni.check_network_list_with(&portmap_only, rt, Some(&prev))
+        })
         .expect_err("portmap CHECK after DEL");
     assert_eq!(e.code, 999, "{e:?}");
     // DEL again (rules already gone), with the result of ADD as prevResult
     // and without any (nothing cached any more), succeeds.
-    lab.del_with(&list, "pm-a", a, &maps, &prev)
-        .expect("DEL again with prevResult");
+    lab.in_host("pm-a", a, &maps, |cni, rt| {
+        cni.del_network_list_with(&list, rt, Some(&prev))
+    })
+    .expect("DEL again with prevResult");
     lab.del(&list, "pm-a", a, &maps)
         .expect("DEL again without prevResult");
     lab.del(&list, "pm-b", b, &Value::Null).expect("DEL pm-b");
