@@ -620,6 +620,24 @@ fn interop_with_go() {
     // Go ADD, our DEL: everything Go saved is restored, the file goes.
     let c = Ctr::new();
     let before = c.kernel();
+    // The link as it was before ADD; the sysctl is not compared (Go never
+    // saves it, so its DEL does not restore it).
+    let assert_link_restored = || {
+        let after = c.kernel();
+        assert_eq!(
+            Kernel {
+                somaxconn: before.somaxconn.clone(),
+                ..after
+            },
+            before
+        );
+    };
+    let reset_somaxconn = || {
+        c.ns.exec_ok(
+            "sysctl",
+            &["-qw", &format!("net.core.somaxconn={}", before.somaxconn)],
+        )
+    };
     let conf = c.conf("1.0.0", attrs.clone());
     let go_result = c.run_with(&go, "ADD", "cidg", &conf).ok();
     let go_file = c.state("cidg").unwrap();
@@ -639,21 +657,10 @@ fn interop_with_go() {
     .ok();
     c.run("DEL", "cidg", &conf).ok();
     assert_eq!(c.state("cidg"), None);
-    let after = c.kernel();
-    // Go never saved the sysctl, so nothing restores it.
-    assert_eq!(
-        Kernel {
-            somaxconn: before.somaxconn.clone(),
-            ..after
-        },
-        before
-    );
+    assert_link_restored();
     // Ours ADD: the same kernel state and result as Go's; the file has the
     // same keys plus ours; Go's DEL restores the link from it.
-    c.ns.exec_ok(
-        "sysctl",
-        &["-qw", &format!("net.core.somaxconn={}", before.somaxconn)],
-    );
+    reset_somaxconn();
     let ours_result = c.run("ADD", "cido", &conf).ok();
     assert_eq!(c.kernel(), go_kernel);
     assert_eq!(ours_result["interfaces"], go_result["interfaces"]);
@@ -665,31 +672,14 @@ fn interop_with_go() {
     );
     c.run_with(&go, "DEL", "cido", &conf).ok();
     assert_eq!(c.state("cido"), None);
-    let after = c.kernel();
-    assert_eq!(
-        Kernel {
-            somaxconn: before.somaxconn.clone(),
-            ..after
-        },
-        before
-    );
+    assert_link_restored();
     // Go's ADD twice overwrites its file with tuned values; ours keeps the
     // originals when it re-ADDs over a Go file.
-    c.ns.exec_ok(
-        "sysctl",
-        &["-qw", &format!("net.core.somaxconn={}", before.somaxconn)],
-    );
+    reset_somaxconn();
     c.run_with(&go, "ADD", "cidx", &conf).ok();
     c.run("ADD", "cidx", &conf).ok();
     c.run("DEL", "cidx", &conf).ok();
     // (The sysctl's original is the value Go had already written.)
-    let after = c.kernel();
-    assert_eq!(after.somaxconn, "333");
-    assert_eq!(
-        Kernel {
-            somaxconn: before.somaxconn.clone(),
-            ..after
-        },
-        before
-    );
+    assert_eq!(c.kernel().somaxconn, "333");
+    assert_link_restored();
 }
