@@ -14,8 +14,8 @@
 
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::{
-    FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, go_bin, skip_unless, skip_unless_root,
-    unique,
+    FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, error_msg, go_bin, skip_unless,
+    skip_unless_root, unique,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -603,58 +603,29 @@ fn check_after_add_and_after_tampering() {
     }
     let hv = host_veth_name(&r);
     let ip = result_ips(&r)[0].clone();
+    let add_host_route = || {
+        let dst = format!("{ip}/32");
+        host.exec_ok("ip", &["route", "add", &dst, "dev", &hv, "scope", "host"])
+    };
+    let check_fails_with = |needle: &str| {
+        let e = check().err();
+        assert!(error_msg(&e).contains(needle), "{e}");
+    };
     // Host side: the host route to the container.
     host.exec_ok("ip", &["route", "del", &format!("{ip}/32"), "dev", &hv]);
-    let e = check().err();
-    assert!(
-        e["msg"].as_str().unwrap_or_default().contains("host route"),
-        "{e}"
-    );
-    host.exec_ok(
-        "ip",
-        &[
-            "route",
-            "add",
-            &format!("{ip}/32"),
-            "dev",
-            &hv,
-            "scope",
-            "host",
-        ],
-    );
+    check_fails_with("host route");
+    add_host_route();
     check().ok();
     // Host side: the gateway on the host veth.
     host.exec_ok("ip", &["addr", "del", "10.40.7.1/32", "dev", &hv]);
-    let e = check().err();
-    assert!(
-        e["msg"].as_str().unwrap_or_default().contains("gateway"),
-        "{e}"
-    );
+    check_fails_with("gateway");
     host.exec_ok("ip", &["addr", "add", "10.40.7.1/32", "dev", &hv]);
     // Removing the last IPv4 address flushed the device's IPv4 routes.
-    host.exec_ok(
-        "ip",
-        &[
-            "route",
-            "add",
-            &format!("{ip}/32"),
-            "dev",
-            &hv,
-            "scope",
-            "host",
-        ],
-    );
+    add_host_route();
     check().ok();
     // Container: the subnet route via the gateway.
     cont.exec_ok("ip", &["route", "del", "10.40.7.0/24"]);
-    let e = check().err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("10.40.7.0/24"),
-        "{e}"
-    );
+    check_fails_with("10.40.7.0/24");
     cont.exec_ok(
         "ip",
         &[
@@ -676,17 +647,12 @@ fn check_after_add_and_after_tampering() {
         "ip",
         &["link", "set", "eth0", "address", "02:00:00:00:00:01"],
     );
-    let e = check().err();
-    assert!(e["msg"].as_str().unwrap_or_default().contains("Mac"), "{e}");
+    check_fails_with("Mac");
     cont.exec_ok("ip", &["link", "set", "eth0", "address", &mac]);
     check().ok();
     // Container: an address.
     cont.exec_ok("ip", &["addr", "del", &format!("{ip}/24"), "dev", "eth0"]);
-    let e = check().err();
-    assert!(
-        e["msg"].as_str().unwrap_or_default().contains("addr"),
-        "{e}"
-    );
+    check_fails_with("addr");
     // No prevResult; a missing container interface.
     let e = run(&ours(), "CHECK", "ck", &host, &cont, &c).err();
     assert_eq!(e["msg"], "ptp: Required prevResult missing");
