@@ -499,7 +499,10 @@ fn masq_rules(host: &Netns, net: &str) -> Vec<String> {
     out
 }
 
-fn masquerade(backend: &str, n: u8) {
+fn masquerade(test: &str, backend: &str, n: u8) {
+    if skip_unless(test, &[FIREWALL_TOOLS, &["ping"]].concat()) {
+        return;
+    }
     let data = DataDir::new("ptm");
     let host = host_ns();
     let outside = Outside::new(&host, n);
@@ -542,13 +545,7 @@ fn masquerade(backend: &str, n: u8) {
         );
     }
     let e = run(&ours(), "CHECK", "cq", &host, &cont, &cc).err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("ipMasq: "),
-        "{e}"
-    );
+    assert!(error_msg(&e).starts_with("ipMasq: "), "{e}");
     del("cq", &host, &cont, &c);
     assert_eq!(masq_rules(&host, data.name()), Vec::<String>::new());
     assert!(!cont.exec("ping", &["-c1", "-W1", &dst]).status.success());
@@ -556,24 +553,12 @@ fn masquerade(backend: &str, n: u8) {
 
 #[test]
 fn masquerade_iptables() {
-    if skip_unless(
-        "ptp::masquerade_iptables",
-        &[FIREWALL_TOOLS, &["ping"]].concat(),
-    ) {
-        return;
-    }
-    masquerade("iptables", 5);
+    masquerade("ptp::masquerade_iptables", "iptables", 5);
 }
 
 #[test]
 fn masquerade_nftables() {
-    if skip_unless(
-        "ptp::masquerade_nftables",
-        &[FIREWALL_TOOLS, &["ping"]].concat(),
-    ) {
-        return;
-    }
-    masquerade("nftables", 6);
+    masquerade("ptp::masquerade_nftables", "nftables", 6);
 }
 
 #[test]
@@ -742,10 +727,7 @@ fn add_failure_leaves_nothing() {
     ] {
         let c = conf(&data, "1.0.0", 9, true, false, extra.clone());
         let e = run(&ours(), "ADD", "f1", &host, &cont, &c).err();
-        assert!(
-            e["msg"].as_str().unwrap_or_default().contains(want),
-            "{extra}: {e}"
-        );
+        assert!(error_msg(&e).contains(want), "{extra}: {e}");
         assert!(!data.path().exists(), "{extra}");
         assert!(host.veths().is_empty());
     }
@@ -758,13 +740,7 @@ fn add_failure_leaves_nothing() {
     );
     let c = conf(&data, "1.0.0", 9, true, true, json!({"ipMasq": true}));
     let e = run(&ours(), "ADD", "f2", &host, &cont, &c).err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("already exists"),
-        "{e}"
-    );
+    assert!(error_msg(&e).contains("already exists"), "{e}");
     assert!(host.veths().is_empty() && !has_reservation(&data));
     assert!(masq_rules(&host, data.name()).is_empty());
     cont.exec_ok("ip", &["link", "del", "eth0"]);
@@ -772,20 +748,14 @@ fn add_failure_leaves_nothing() {
     // address was reserved, both are gone.
     let c = conf(&data, "1.0.0", 9, true, true, json!({"mtu": 1000}));
     let e = run(&ours(), "ADD", "f3", &host, &cont, &c).err();
-    assert!(
-        e["msg"].as_str().unwrap_or_default().contains("IPv6"),
-        "{e}"
-    );
+    assert!(error_msg(&e).contains("IPv6"), "{e}");
     assert!(host.veths().is_empty() && !has_reservation(&data));
     assert!(!cont.exec("ip", &["link", "show", "eth0"]).status.success());
     // A failure late in ADD (a route the kernel refuses) is undone too.
     let mut c = conf(&data, "1.0.0", 9, true, false, json!({"ipMasq": true}));
     c["ipam"]["routes"] = json!([{"dst": "192.0.2.0/24", "gw": "203.0.113.1"}]);
     let e = run(&ours(), "ADD", "f4", &host, &cont, &c).err();
-    assert!(
-        e["msg"].as_str().unwrap_or_default().contains("route"),
-        "{e}"
-    );
+    assert!(error_msg(&e).contains("route"), "{e}");
     assert!(host.veths().is_empty() && !has_reservation(&data));
     assert!(masq_rules(&host, data.name()).is_empty());
     // IPAM itself fails (the veth pair was being made meanwhile): no veth.
@@ -950,13 +920,7 @@ fn gc_and_status() {
     let mut bad = c.clone();
     bad["ipam"]["type"] = json!("no-such-ipam");
     let e = status(&bad).err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("no-such-ipam"),
-        "{e}"
-    );
+    assert!(error_msg(&e).contains("no-such-ipam"), "{e}");
 }
 
 #[test]
