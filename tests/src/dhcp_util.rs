@@ -10,6 +10,20 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Prints a SKIP line and returns true unless the test can run here: it
+/// needs root, dnsmasq and the Go reference's dhcp (/usr/lib/cni/dhcp), the
+/// other side of every pairing these tests make.
+pub fn skip(test: &str) -> bool {
+    if crate::skip_unless(test, &["dnsmasq"]) {
+        return true;
+    }
+    if crate::go_bin("dhcp").is_none() {
+        eprintln!("SKIP {test}: the Go reference /usr/lib/cni/dhcp is not installed");
+        return true;
+    }
+    false
+}
+
 /// A child process killed (and reaped) on drop.
 pub struct Proc(pub Child);
 

@@ -12,11 +12,9 @@
 
 #![cfg(test)]
 
-use rcni_tests::dhcp_util::{DaemonProc, Lan, Proc, client_id_hex, wait_for};
+use rcni_tests::dhcp_util::{DaemonProc, Lan, Proc, client_id_hex, skip, wait_for};
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{
-    Invocation, Netns, PluginOutput, bin, go_bin, have_tool, skip_unless_root, unique,
-};
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, have_tool, unique};
 use serde_json::{Value, json};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -27,23 +25,6 @@ use std::time::{Duration, Instant};
 /// covers our plugin with the Go daemon).
 fn plugin() -> PathBuf {
     bin("dhcp")
-}
-
-fn skip(test: &str) -> bool {
-    if skip_unless_root(test) {
-        return true;
-    }
-    for tool in ["dnsmasq", "ip"] {
-        if !have_tool(tool) {
-            eprintln!("SKIP {test}: {tool} is not installed (scripts/test-deps installs it)");
-            return true;
-        }
-    }
-    if go_bin("dhcp").is_none() {
-        eprintln!("SKIP {test}: the Go reference /usr/lib/cni/dhcp is not installed");
-        return true;
-    }
-    false
 }
 
 /// Our daemon on `<dir>/dhcp.sock` (short timeouts), killed on drop.

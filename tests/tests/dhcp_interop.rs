@@ -9,28 +9,13 @@
 
 #![cfg(test)]
 
-use rcni_tests::dhcp_util::{DaemonProc, Lan, client_id_hex, wait_for};
-use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, have_tool, skip_unless_root};
+use rcni_tests::dhcp_util::{DaemonProc, Lan, client_id_hex, skip, wait_for};
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
 const TAG: &str = "dhcprpc";
 const NET: &str = "dhcprpc-net";
-
-fn skip(test: &str) -> bool {
-    if skip_unless_root(test) {
-        return true;
-    }
-    if !have_tool("dnsmasq") {
-        eprintln!("SKIP {test}: dnsmasq is not installed (scripts/test-deps installs it)");
-        return true;
-    }
-    if go_bin("dhcp").is_none() {
-        eprintln!("SKIP {test}: the Go reference /usr/lib/cni/dhcp is not installed");
-        return true;
-    }
-    false
-}
 
 fn conf(version: &str, socket: &Path) -> Value {
     json!({
