@@ -7,7 +7,7 @@
 // allow-unwrap/expect/panic-in-tests).
 #![cfg(test)]
 
-use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root};
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, error_msg, go_bin, skip_unless_root};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -237,13 +237,7 @@ fn del_of_a_non_netns_path_fails() {
         .run();
     let e = out.err();
     assert_eq!(e["code"], 999);
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .starts_with("unknown FS magic on "),
-        "{e}"
-    );
+    assert!(error_msg(&e).starts_with("unknown FS magic on "), "{e}");
 }
 
 #[test]

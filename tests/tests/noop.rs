@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{Invocation, PluginOutput, bin};
+use rcni_tests::{Invocation, PluginOutput, bin, error_msg};
 use serde_json::{Value, json};
 
 const REPORT_RESULT: &str =
@@ -234,10 +234,7 @@ fn passthrough_errors() {
     assert_eq!(e["code"], 999);
     // Found while discovering versions (CNI_ARGS is set), as in the Go plugin.
     assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .contains("could not parse prevResult: result type supports"),
+        error_msg(&e).contains("could not parse prevResult: result type supports"),
         "{e}"
     );
     // None at all.
@@ -245,10 +242,7 @@ fn passthrough_errors() {
     let e = s.cmd("ADD").run().err();
     assert_eq!(e["code"], 999);
     assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .starts_with(r#"failed to convert result to config "0.3.1""#),
+        error_msg(&e).starts_with(r#"failed to convert result to config "0.3.1""#),
         "{e}"
     );
 }
@@ -471,11 +465,5 @@ fn command_log_collects_every_call() {
     // The log must exist already.
     std::fs::remove_file(&log).unwrap();
     let e = s.cmd("ADD").stdin(stdin).run().err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .contains("no such file or directory"),
-        "{e}"
-    );
+    assert!(error_msg(&e).contains("no such file or directory"), "{e}");
 }
