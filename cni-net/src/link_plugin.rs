@@ -433,16 +433,15 @@ fn del_in(path: &std::path::Path, ifname: &str, kind: Option<&str>) -> Result<()
             None => Ok(()),
         }
     };
-    match NetNs::open(path) {
-        Ok(ns) => Netlink::for_ns(&ns).and_then(del).map_err(|e| {
-            CniError::internal(format!(
-                "failed to delete {ifname:?} in {:?}: {e}",
-                path.display()
-            ))
-        }),
-        Err(e) if e.is_ns_not_found() => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    let Some(ns) = NetNs::open_if_present(path)? else {
+        return Ok(());
+    };
+    Netlink::for_ns(&ns).and_then(del).map_err(|e| {
+        CniError::internal(format!(
+            "failed to delete {ifname:?} in {:?}: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// What CHECK expects of the container's link.

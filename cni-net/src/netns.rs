@@ -70,6 +70,26 @@ impl NetNs {
         })
     }
 
+    /// [`NetNs::open`], with a namespace that is gone
+    /// ([`NetError::NsNotFound`]) as `None`: what DEL finds when the
+    /// runtime removed it first, or calls DEL twice.
+    pub fn open_if_present(path: impl AsRef<Path>) -> Result<Option<NetNs>, NetError> {
+        match NetNs::open(path) {
+            Ok(ns) => Ok(Some(ns)),
+            Err(e) if e.is_ns_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`NetNs::open_if_present`], then [`NetNs::lock`]ed.
+    pub fn open_locked_if_present(path: impl AsRef<Path>) -> Result<Option<NetNs>, NetError> {
+        let ns = NetNs::open_if_present(path)?;
+        if let Some(ns) = &ns {
+            ns.lock()?;
+        }
+        Ok(ns)
+    }
+
     /// The calling thread's network namespace.
     pub fn current() -> Result<NetNs, NetError> {
         NetNs::open(THREAD_SELF_NS)
@@ -189,6 +209,16 @@ mod tests {
             e.to_string(),
             r#"failed to Statfs "/nonexistent/netns": no such file or directory"#
         );
+        assert!(
+            NetNs::open_if_present("/nonexistent/netns")
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            NetNs::open_locked_if_present("/nonexistent/netns")
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
@@ -196,7 +226,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cni-net-notns-{}", std::process::id()));
         std::fs::write(&dir, b"x").unwrap();
         let e = NetNs::open(&dir).unwrap_err();
+        let present = NetNs::open_if_present(&dir).map(|ns| ns.is_some());
         let _ = std::fs::remove_file(&dir);
+        assert!(
+            matches!(present, Err(NetError::NotNetNs { .. })),
+            "{present:?}"
+        );
         assert!(matches!(e, NetError::NotNetNs { .. }), "{e:?}");
         assert!(e.to_string().starts_with(&format!(
             "unknown FS magic on {:?}: ",

@@ -76,10 +76,8 @@ pub fn surviving(
     let Some(path) = ns_path else {
         return Ok(None);
     };
-    let ns = match NetNs::open(path) {
-        Ok(ns) => ns,
-        Err(e) if e.is_ns_not_found() => return Ok(None),
-        Err(e) => return Err(e.into()),
+    let Some(ns) = NetNs::open_if_present(path)? else {
+        return Ok(None);
     };
     Ok(veth_peer(&ns, host, ifname)?.ok())
 }

@@ -14,14 +14,10 @@ pub fn del(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args)?;
     // A netns that exists but cannot be opened fails DEL before IPAM DEL,
     // as in the reference (the address may still be in use).
+    // A netns that is gone took the veth pair with it.
     let ns = match &args.netns {
         None => None,
-        Some(path) => match NetNs::open(path) {
-            Ok(ns) => Some(ns),
-            // The netns is gone, and the veth pair with it.
-            Err(e) if e.is_ns_not_found() => None,
-            Err(e) => return Err(e.into()),
-        },
+        Some(path) => NetNs::open_if_present(path)?,
     };
     // IPAM DEL (a child process) runs while the kernel deletes the link.
     let ipam = conf

@@ -282,15 +282,11 @@ fn del_device(args: &CmdArgs) -> Result<(), CniError> {
     let Some(path) = args.netns.as_deref() else {
         return file.remove();
     };
-    let ns = match NetNs::open(path) {
-        Ok(ns) => ns,
-        Err(e) if e.is_ns_not_found() => return file.remove(),
-        Err(e) => {
-            return Err(CniError::internal(format!(
-                "failed to open netns {:?}: {e}",
-                path.display()
-            )));
-        }
+    let ns = NetNs::open_if_present(path).map_err(|e| {
+        CniError::internal(format!("failed to open netns {:?}: {e}", path.display()))
+    })?;
+    let Some(ns) = ns else {
+        return file.remove();
     };
     let ns_nl = Netlink::for_ns(&ns)?;
     let link = match ns_nl.link_by_name(&args.ifname)? {

@@ -5,7 +5,7 @@
 //! is ignored, a `prevResult` is passed through unchanged, and DEL succeeds
 //! when the namespace is already gone.
 
-use cni_net::{IpFamily, Link, NetError, NetNs, Netlink};
+use cni_net::{IpFamily, Link, NetNs, Netlink};
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Interface, IpConfig, Output, Plugin};
 use ipnetwork::IpNetwork;
 use std::net::IpAddr;
@@ -101,12 +101,10 @@ impl Plugin for Loopback {
         let Some(path) = args.netns.as_deref() else {
             return Ok(Output::Nothing);
         };
-        let ns = match NetNs::open(path) {
-            Ok(ns) => ns,
-            // The runtime may call DEL more than once, or after the
-            // namespace is gone (kubernetes#43014): nothing left to undo.
-            Err(NetError::NsNotFound { .. }) => return Ok(Output::Nothing),
-            Err(e) => return Err(e.into()),
+        // The runtime may call DEL more than once, or after the
+        // namespace is gone (kubernetes#43014): nothing left to undo.
+        let Some(ns) = NetNs::open_if_present(path)? else {
+            return Ok(Output::Nothing);
         };
         let nl = Netlink::for_ns(&ns)?;
         let lo = find_lo(&nl)?;

@@ -52,20 +52,19 @@ pub fn del(args: &CmdArgs) -> CmdResult {
 /// Deletes the container end of the veth pair (the host end goes with it);
 /// a missing netns or link is success.
 fn del_container_link(path: &std::path::Path, ifname: &str) -> Result<(), CniError> {
-    match NetNs::open(path) {
-        Ok(ns) => Netlink::for_ns(&ns)
-            .and_then(|nl| nl.del_link_by_name(ifname))
-            .map(|_| ())
-            .map_err(|e| {
-                CniError::internal(format!(
-                    "failed to delete {ifname:?} in {:?}: {e}",
-                    path.display()
-                ))
-            }),
-        // The container is gone, and with it the veth pair.
-        Err(e) if e.is_ns_not_found() => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    // The container is gone, and with it the veth pair.
+    let Some(ns) = NetNs::open_if_present(path)? else {
+        return Ok(());
+    };
+    Netlink::for_ns(&ns)
+        .and_then(|nl| nl.del_link_by_name(ifname))
+        .map(|_| ())
+        .map_err(|e| {
+            CniError::internal(format!(
+                "failed to delete {ifname:?} in {:?}: {e}",
+                path.display()
+            ))
+        })
 }
 
 /// GC: forwarded to IPAM, then the masquerade rules of this network's

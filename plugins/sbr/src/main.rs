@@ -99,19 +99,6 @@ fn host_net(ip: &IpNetwork) -> IpNetwork {
     IpNetwork::from(ip.ip())
 }
 
-/// The netns, locked as the reference locks it (flock on the netns file,
-/// so ours and Go's exclude each other), but never created. `None` when
-/// it is gone.
-fn lock_netns(path: &Path) -> Result<Option<NetNs>, CniError> {
-    let ns = match NetNs::open(path) {
-        Ok(ns) => ns,
-        Err(e) if e.is_ns_not_found() => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    ns.lock()?;
-    Ok(Some(ns))
-}
-
 fn ns_path(args: &CmdArgs) -> Result<&Path, CniError> {
     args.netns
         .as_deref()
@@ -129,7 +116,7 @@ fn add(args: &CmdArgs) -> CmdResult {
             args.ifname
         )));
     }
-    let ns = lock_netns(ns_path(args)?)?
+    let ns = NetNs::open_locked_if_present(ns_path(args)?)?
         .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host()?;
@@ -318,7 +305,7 @@ fn del(args: &CmdArgs) -> CmdResult {
     let Some(path) = args.netns.as_deref().filter(|p| !p.as_os_str().is_empty()) else {
         return Ok(Output::Nothing);
     };
-    let Some(ns) = lock_netns(path)? else {
+    let Some(ns) = NetNs::open_locked_if_present(path)? else {
         return Ok(Output::Nothing);
     };
     ns.run(|| -> Result<(), CniError> {
@@ -364,7 +351,7 @@ fn check(args: &CmdArgs) -> CmdResult {
     let table = Conf::parse(args)?;
     let result = prev_result(args)?;
     let ips = ips_of(&result, &args.ifname);
-    let ns = lock_netns(ns_path(args)?)?
+    let ns = NetNs::open_locked_if_present(ns_path(args)?)?
         .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host()?;

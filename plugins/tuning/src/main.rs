@@ -134,11 +134,9 @@ fn del(args: &CmdArgs) -> CmdResult {
             return Ok(Output::Nothing);
         }
     };
-    let ns = match args.netns.as_deref().map(NetNs::open) {
+    let ns = match args.netns.as_deref() {
         None => None,
-        Some(Ok(ns)) => Some(ns),
-        Some(Err(e)) if e.is_ns_not_found() => None,
-        Some(Err(e)) => return Err(e.into()),
+        Some(path) => NetNs::open_if_present(path)?,
     };
     if let Some(ns) = ns {
         let errors = ns.run(|| -> Result<Vec<String>, CniError> {

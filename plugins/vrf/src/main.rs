@@ -128,13 +128,7 @@ fn open_netns(args: &CmdArgs) -> Result<Option<NetNs>, CniError> {
     let Some(path) = args.netns.as_deref().filter(|p| !p.as_os_str().is_empty()) else {
         return Ok(None);
     };
-    let ns = match NetNs::open(path) {
-        Ok(ns) => ns,
-        Err(e) if e.is_ns_not_found() => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    ns.lock()?;
-    Ok(Some(ns))
+    Ok(NetNs::open_locked_if_present(path)?)
 }
 
 fn must_open_netns(args: &CmdArgs) -> Result<NetNs, CniError> {
