@@ -7,6 +7,16 @@ pub const ALL: &[&str] = &[
     "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
 ];
 
+/// Every version of [`ALL`] from `oldest` on: a plugin that needs what
+/// came in `oldest` (chaining, prevResult) supports no earlier one.
+/// `oldest` is one of [`ALL`].
+pub fn since(oldest: &str) -> Vec<String> {
+    ALL.iter()
+        .skip_while(|v| **v != oldest)
+        .map(|v| v.to_string())
+        .collect()
+}
+
 /// The newest spec version; VERSION reports it as its own `cniVersion`.
 pub const CURRENT: &str = "1.1.0";
 
@@ -91,6 +101,16 @@ pub fn incompatible(config: &str, supported: &[String]) -> CniError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn since_keeps_the_newer_versions() {
+        assert_eq!(
+            since("0.3.0"),
+            ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]
+        );
+        assert_eq!(since("0.3.1"), ["0.3.1", "0.4.0", "1.0.0", "1.1.0"]);
+        assert_eq!(since("0.1.0").len(), ALL.len());
+    }
 
     #[test]
     fn parses_and_orders() {

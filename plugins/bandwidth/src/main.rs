@@ -27,11 +27,7 @@ impl Plugin for Bandwidth {
 
     /// From 0.3.0, as the reference (chaining needs prevResult).
     fn supported_versions(&self) -> Vec<String> {
-        cni_skel::version::ALL
-            .iter()
-            .filter(|v| !v.starts_with("0.1") && !v.starts_with("0.2"))
-            .map(|v| v.to_string())
-            .collect()
+        cni_skel::version::since("0.3.0")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

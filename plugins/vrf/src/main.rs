@@ -84,11 +84,7 @@ impl Plugin for Vrf {
 
     /// From 0.3.1, as the reference.
     fn supported_versions(&self) -> Vec<String> {
-        cni_skel::version::ALL
-            .iter()
-            .filter(|v| !matches!(**v, "0.1.0" | "0.2.0" | "0.3.0"))
-            .map(|v| v.to_string())
-            .collect()
+        cni_skel::version::since("0.3.1")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {
