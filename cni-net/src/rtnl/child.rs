@@ -3,11 +3,11 @@
 //! name, `IFLA_IFALIAS`, and reading a link's kind data back for CHECK,
 //! on netlink-packet-route's types.
 
-use super::link::get_message;
+use super::link::{get_message, set_message};
 use super::{Mac, Netlink, format_hw};
 use crate::error::{NetError, libc_errno};
 use crate::netns::NetNs;
-use crate::nl::rtm::{RTM_NEWLINK, RTM_SETLINK, Rtm};
+use crate::nl::rtm::{RTM_NEWLINK, Rtm};
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
     InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVlan, IpVlanFlags, IpVlanMode as NlIpvlan,
@@ -288,14 +288,6 @@ pub(crate) fn child_message(o: &ChildOpts<'_>) -> Rtm<LinkMessage> {
     m.attributes
         .push(LinkAttribute::LinkInfo(link_info(o.kind)));
     Rtm(RTM_NEWLINK, m)
-}
-
-/// `RTM_SETLINK` of one link with `attrs`.
-fn set_message(index: u32, attrs: Vec<LinkAttribute>) -> Rtm<LinkMessage> {
-    let mut m = LinkMessage::default();
-    m.header.index = index;
-    m.attributes = attrs;
-    Rtm(RTM_SETLINK, m)
 }
 
 impl Netlink {

@@ -185,11 +185,23 @@ pub(crate) fn link_message(index: u32, flags: LinkFlags, change: LinkFlags) -> L
     m
 }
 
-/// `RTM_SETLINK` of one attribute (flags untouched).
-fn set_attr_message(index: u32, attr: LinkAttribute) -> Rtm<LinkMessage> {
+/// `RTM_SETLINK` of link `index` with `attrs` (flags untouched).
+pub(crate) fn set_message(index: u32, attrs: Vec<LinkAttribute>) -> Rtm<LinkMessage> {
     let mut m = link_message(index, LinkFlags::empty(), LinkFlags::empty());
-    m.attributes.push(attr);
+    m.attributes = attrs;
     Rtm(RTM_SETLINK, m)
+}
+
+/// The name of a new link and, when given, its MTU and MAC: what a
+/// bridge and each end of a veth pair are created with.
+fn push_name_mtu_mac(m: &mut LinkMessage, name: &str, mtu: Option<u32>, mac: Option<Mac>) {
+    m.attributes.push(LinkAttribute::IfName(name.to_string()));
+    if let Some(mtu) = mtu {
+        m.attributes.push(LinkAttribute::Mtu(mtu));
+    }
+    if let Some(mac) = mac {
+        m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
+    }
 }
 
 fn up_flags(up: bool, promisc: bool) -> LinkFlags {
@@ -207,14 +219,7 @@ fn up_flags(up: bool, promisc: bool) -> LinkFlags {
 pub(crate) fn bridge_message(opts: &BridgeOpts<'_>) -> Rtm<LinkMessage> {
     let flags = up_flags(opts.up, opts.promisc);
     let mut m = link_message(0, flags, flags);
-    m.attributes
-        .push(LinkAttribute::IfName(opts.name.to_string()));
-    if let Some(mtu) = opts.mtu {
-        m.attributes.push(LinkAttribute::Mtu(mtu));
-    }
-    if let Some(mac) = opts.mac {
-        m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
-    }
+    push_name_mtu_mac(&mut m, opts.name, opts.mtu, opts.mac);
     let mut info = vec![LinkInfo::Kind(InfoKind::Bridge)];
     if let Some(v) = opts.vlan_filtering {
         info.push(LinkInfo::Data(InfoData::Bridge(vec![
@@ -232,26 +237,12 @@ pub(crate) fn bridge_message(opts: &BridgeOpts<'_>) -> Rtm<LinkMessage> {
 pub(crate) fn veth_message(opts: &VethOpts<'_>) -> Rtm<LinkMessage> {
     let flags = up_flags(opts.up, false);
     let mut m = link_message(0, flags, flags);
-    m.attributes
-        .push(LinkAttribute::IfName(opts.name.to_string()));
-    if let Some(mtu) = opts.mtu {
-        m.attributes.push(LinkAttribute::Mtu(mtu));
-    }
-    if let Some(mac) = opts.mac {
-        m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
-    }
+    push_name_mtu_mac(&mut m, opts.name, opts.mtu, opts.mac);
     if let Some(c) = opts.controller {
         m.attributes.push(LinkAttribute::Controller(c));
     }
     let mut peer = LinkMessage::default();
-    peer.attributes
-        .push(LinkAttribute::IfName(opts.peer_name.to_string()));
-    if let Some(mtu) = opts.mtu {
-        peer.attributes.push(LinkAttribute::Mtu(mtu));
-    }
-    if let Some(mac) = opts.peer_mac {
-        peer.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
-    }
+    push_name_mtu_mac(&mut peer, opts.peer_name, opts.mtu, opts.peer_mac);
     if let Some(ns) = opts.peer_ns {
         peer.attributes.push(LinkAttribute::NetNsFd(ns.as_raw_fd()));
     }
@@ -398,14 +389,17 @@ impl Netlink {
 
     /// Sets a link's MTU.
     pub fn set_mtu(&self, link: &Link, mtu: u32) -> Result<(), NetError> {
-        let m = set_attr_message(link.index, LinkAttribute::Mtu(mtu));
+        let m = set_message(link.index, vec![LinkAttribute::Mtu(mtu)]);
         self.route()
             .ack(&m, 0, &format!("set mtu {mtu} on {}", link.name))
     }
 
     /// Enslaves a link to a controller (bridge), or frees it with `None`.
     pub fn set_master(&self, link: &Link, master: Option<u32>) -> Result<(), NetError> {
-        let m = set_attr_message(link.index, LinkAttribute::Controller(master.unwrap_or(0)));
+        let m = set_message(
+            link.index,
+            vec![LinkAttribute::Controller(master.unwrap_or(0))],
+        );
         let op = match master {
             Some(m) => format!("set master of {} to {m}", link.name),
             None => format!("clear master of {}", link.name),
@@ -415,7 +409,7 @@ impl Netlink {
 
     /// Sets a link's MAC address.
     pub fn set_mac(&self, link: &Link, mac: Mac) -> Result<(), NetError> {
-        let m = set_attr_message(link.index, LinkAttribute::Address(mac.0.to_vec()));
+        let m = set_message(link.index, vec![LinkAttribute::Address(mac.0.to_vec())]);
         self.route()
             .ack(&m, 0, &format!("set MAC {mac} on {}", link.name))
     }
@@ -453,7 +447,7 @@ impl Netlink {
 
     /// Sets a link's transmit queue length.
     pub fn set_txqlen(&self, link: &Link, qlen: u32) -> Result<(), NetError> {
-        let m = set_attr_message(link.index, LinkAttribute::TxQueueLen(qlen));
+        let m = set_message(link.index, vec![LinkAttribute::TxQueueLen(qlen)]);
         let op = format!("set txqueuelen {qlen} on {}", link.name);
         self.route().ack(&m, 0, &op)
     }
@@ -461,7 +455,7 @@ impl Netlink {
     /// Moves a link into another namespace.
     pub fn set_ns(&self, link: &Link, ns: &NetNs) -> Result<(), NetError> {
         // The fd stays open (borrowed from `ns`) until the kernel's ACK.
-        let m = set_attr_message(link.index, LinkAttribute::NetNsFd(ns.as_raw_fd()));
+        let m = set_message(link.index, vec![LinkAttribute::NetNsFd(ns.as_raw_fd())]);
         self.route().ack(
             &m,
             0,
