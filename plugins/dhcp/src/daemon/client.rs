@@ -299,14 +299,38 @@ fn jittered(d: Duration, jitter_ms: i64) -> Duration {
     Duration::from_millis(ms.max(100) as u64)
 }
 
-/// RENEWING: a REQUEST unicast to the server that gave the lease, from the
-/// leased address (RFC 2131 4.3.2: ciaddr set, no requested-IP/server-id).
+/// RENEWING: a REQUEST unicast to the server that gave the lease.
 pub fn renew(
     ns: &NetNs,
     iface: &Iface,
     id: &Identity,
     leased: Ipv4Addr,
     server: Ipv4Addr,
+    timeout: Duration,
+) -> Result<Message, Failure> {
+    request_leased(ns, iface, id, leased, Some(server), timeout)
+}
+
+/// REBINDING: the same REQUEST, broadcast to any server.
+pub fn rebind(
+    ns: &NetNs,
+    iface: &Iface,
+    id: &Identity,
+    leased: Ipv4Addr,
+    timeout: Duration,
+) -> Result<Message, Failure> {
+    request_leased(ns, iface, id, leased, None, timeout)
+}
+
+/// A REQUEST from the leased address (RFC 2131 4.3.2: ciaddr set, no
+/// requested-IP/server-id), unicast to `server` (renewing) or, `None`,
+/// broadcast (rebinding).
+fn request_leased(
+    ns: &NetNs,
+    iface: &Iface,
+    id: &Identity,
+    leased: Ipv4Addr,
+    server: Option<Ipv4Addr>,
     timeout: Duration,
 ) -> Result<Message, Failure> {
     // Bound to 0.0.0.0 on the interface, not to the leased address: the
@@ -320,40 +344,16 @@ pub fn renew(
         true,
     );
     m.ciaddr = leased;
-    transact(
-        &sock,
-        &m,
-        SocketAddrV4::new(server, SERVER_PORT),
-        MessageType::Ack,
-        Instant::now() + timeout,
-    )
-}
-
-/// REBINDING: the same REQUEST, broadcast to any server.
-pub fn rebind(
-    ns: &NetNs,
-    iface: &Iface,
-    id: &Identity,
-    leased: Ipv4Addr,
-    timeout: Duration,
-) -> Result<Message, Failure> {
-    let sock = socket(ns, iface, Ipv4Addr::UNSPECIFIED, false).map_err(Failure::Retry)?;
-    let mut m = with_identity(
-        Message::request(MessageType::Request, random_u64() as u32, iface.mac),
-        id,
-        true,
-    );
-    m.ciaddr = leased;
-    // The address may no longer be on the interface: ask for a broadcast
-    // answer so that it reaches us either way.
-    m.flags = FLAG_BROADCAST;
-    transact(
-        &sock,
-        &m,
-        BROADCAST,
-        MessageType::Ack,
-        Instant::now() + timeout,
-    )
+    let to = match server {
+        Some(server) => SocketAddrV4::new(server, SERVER_PORT),
+        None => {
+            // The address may no longer be on the interface: ask for a
+            // broadcast answer so that it reaches us either way.
+            m.flags = FLAG_BROADCAST;
+            BROADCAST
+        }
+    };
+    transact(&sock, &m, to, MessageType::Ack, Instant::now() + timeout)
 }
 
 /// DHCPRELEASE, unicast to the server from the leased address. When the
