@@ -9,75 +9,27 @@
 //! until the daemon is back); a config without `ipam` is an error, not a
 //! panic; a daemon that is not running is reported with how to start it.
 
+use crate::daemon::config::daemon_socket_path;
 use crate::netrpc::{self, CallError};
 use cni_skel::error::code;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, Plugin};
-use serde::Deserialize;
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
 struct Dhcp;
 
-/// The keys the plugin reads. The daemon reads `provide`, `request` and
-/// `priority` itself; they are typed here so that a wrong type fails on
-/// every command, as the reference's plugin parses them too.
-#[derive(Debug, Default, Deserialize)]
-struct NetConf {
-    #[serde(default)]
-    ipam: Option<IpamConf>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[allow(dead_code)] // read for their types only
-struct IpamConf {
-    #[serde(default)]
-    daemon_socket_path: Option<String>,
-    #[serde(default)]
-    provide: Option<Vec<ProvideOption>>,
-    #[serde(default)]
-    request: Option<Vec<RequestOption>>,
-    #[serde(default)]
-    priority: Option<i64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[allow(dead_code)] // read for their types only
-struct ProvideOption {
-    #[serde(default)]
-    option: Option<String>,
-    #[serde(default)]
-    value: Option<String>,
-    #[serde(default, rename = "fromArg")]
-    from_arg: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[allow(dead_code)] // read for their types only
-struct RequestOption {
-    #[serde(default, rename = "skipDefault")]
-    skip_default: Option<bool>,
-    #[serde(default)]
-    option: Option<String>,
-}
-
 /// The daemon's socket: `ipam.daemonSocketPath`, default /run/cni/dhcp.sock.
 fn socket_path(stdin: &[u8]) -> Result<PathBuf, CniError> {
-    let fail = |e: String| {
+    let path = daemon_socket_path(stdin).map_err(|e| {
         CniError::internal(format!(
             "error obtaining socketPath: error parsing socket path conf: {e}"
         ))
-    };
-    let conf: NetConf = cni_skel::gojson::from_slice(stdin).map_err(|e| fail(e.to_string()))?;
-    let Some(ipam) = conf.ipam else {
-        // The reference dereferences a nil pointer here and crashes.
-        return Err(fail("IPAM config missing 'ipam' key".into()));
-    };
-    Ok(PathBuf::from(
-        ipam.daemon_socket_path
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| netrpc::DEFAULT_SOCKET.into()),
-    ))
+    })?;
+    Ok(if path.is_empty() {
+        PathBuf::from(netrpc::DEFAULT_SOCKET)
+    } else {
+        PathBuf::from(path)
+    })
 }
 
 /// `filepath.Abs`: relative to the working directory, then cleaned

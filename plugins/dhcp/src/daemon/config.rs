@@ -1,6 +1,7 @@
 //! What the daemon reads from an RPC's arguments: the network config
 //! (`name`, `ipam.provide`, `ipam.request`, `ipam.priority`), CNI_ARGS for
-//! `fromArg`, and the DHCP client identifier, all as the Go daemon does.
+//! `fromArg`, and the DHCP client identifier, all as the Go daemon does;
+//! and for the plugin side, `ipam.daemonSocketPath`.
 
 use super::packet::opt;
 use serde::Deserialize;
@@ -14,6 +15,9 @@ struct NetConf {
 
 #[derive(Debug, Deserialize, Default)]
 struct IpamConf {
+    /// Read by the plugin side (the daemon is that socket).
+    #[serde(default, rename = "daemonSocketPath")]
+    daemon_socket_path: Option<String>,
     #[serde(default)]
     provide: Option<Vec<ProvideOption>>,
     #[serde(default)]
@@ -59,6 +63,18 @@ pub fn net_name(stdin: &[u8]) -> Result<String, String> {
     let conf: NetConf =
         cni_skel::gojson::from_slice(stdin).map_err(|e| format!("error parsing netconf: {e}"))?;
     Ok(conf.name)
+}
+
+/// For the plugin side: `ipam.daemonSocketPath` (empty when unset), with
+/// the rest of the config typed as the daemon reads it, so that a wrong
+/// type fails on every command (the reference's plugin parses it too).
+pub fn daemon_socket_path(stdin: &[u8]) -> Result<String, String> {
+    let conf: NetConf = cni_skel::gojson::from_slice(stdin).map_err(|e| e.to_string())?;
+    // The reference dereferences a nil pointer here and crashes.
+    let ipam = conf
+        .ipam
+        .ok_or_else(|| "IPAM config missing 'ipam' key".to_string())?;
+    Ok(ipam.daemon_socket_path.unwrap_or_default())
 }
 
 /// Parses the config and CNI_ARGS of an Allocate.

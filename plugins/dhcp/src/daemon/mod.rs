@@ -7,7 +7,7 @@
 //! and one thread waiting for SIGINT/SIGTERM.
 
 mod client;
-mod config;
+pub(crate) mod config;
 mod flags;
 mod lease;
 mod packet;
