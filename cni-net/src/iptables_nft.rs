@@ -364,8 +364,7 @@ mod tests {
     /// attribute by attribute, without the handle and position
     /// (`NFTA_RULE_HANDLE`, `NFTA_RULE_POSITION`), which differ by history.
     fn raw_rules() -> Vec<Vec<u8>> {
-        use crate::nl::nfnl::attrs;
-        use netlink_packet_core::NLM_F_DUMP;
+        use netlink_packet_core::{NLM_F_DUMP, NlasIterator};
         let mut socket =
             Socket::open(netlink_sys::protocols::NETLINK_NETFILTER, "nf_tables").unwrap();
         let mut out = Vec::new();
@@ -379,10 +378,12 @@ mod tests {
                     if head.message_type & 0xff == 6 {
                         // nfgenmsg: family and version; res_id is the generation.
                         let mut rule = payload[..2].to_vec();
-                        for (k, _, whole) in attrs(&payload[4..]) {
+                        for nla in NlasIterator::new(&payload[4..]) {
+                            let nla = nla.unwrap();
                             // Not NFTA_RULE_HANDLE, NFTA_RULE_POSITION.
-                            if k != 3 && k != 6 {
-                                rule.extend_from_slice(whole);
+                            if nla.kind() != 3 && nla.kind() != 6 {
+                                let len = usize::from(nla.length());
+                                rule.extend_from_slice(&nla.into_inner()[..len]);
                             }
                         }
                         out.push(rule);

@@ -5,39 +5,30 @@
 use crate::IpFamily;
 use crate::error::NetError;
 use crate::nl::Socket;
+use crate::nl::gaps::{attr_value, xt_name_info};
 use crate::nl::nfm::Nfm;
-use crate::nl::nfnl::{attrs, find_attr};
-use netlink_packet_core::{NLM_F_ACK, NLM_F_DUMP};
+use netlink_packet_core::{
+    NLM_F_ACK, NLM_F_DUMP, NlaBuffer, NlasIterator, Parseable, parse_string, parse_u64_be,
+};
 use netlink_packet_netfilter::NetfilterProtoFamily;
 use netlink_packet_netfilter::nftables::{
-    ChainAttribute, ChainMessage, NfTablesMessageType, RuleAttribute, RuleMessage,
+    ChainAttribute, ChainMessage, DataAttribute, NfTablesMessageType, Payload, RuleAttribute,
+    RuleMessage, VerdictAttribute,
 };
 
 const NFT_MSG_NEWRULE: u16 = 6;
+// Attribute numbers (`include/uapi/linux/netfilter/nf_tables.h`) of what
+// is read below; netlink-packet-netfilter keeps its copies private.
 const NFTA_RULE_CHAIN: u16 = 2;
 const NFTA_RULE_HANDLE: u16 = 3;
 const NFTA_RULE_EXPRESSIONS: u16 = 4;
 const NFTA_LIST_ELEM: u16 = 1;
 const NFTA_EXPR_NAME: u16 = 1;
 const NFTA_EXPR_DATA: u16 = 2;
-const NFTA_DATA_VALUE: u16 = 1;
-const NFTA_DATA_VERDICT: u16 = 2;
-const NFTA_VERDICT_CODE: u16 = 1;
-const NFTA_VERDICT_CHAIN: u16 = 2;
-const NFTA_PAYLOAD_BASE: u16 = 2;
-const NFTA_PAYLOAD_OFFSET: u16 = 3;
-const NFTA_PAYLOAD_LEN: u16 = 4;
 const NFTA_IMMEDIATE_DATA: u16 = 2;
 const NFTA_BITWISE_MASK: u16 = 4;
 const NFTA_BITWISE_XOR: u16 = 5;
 const NFTA_CMP_DATA: u16 = 3;
-/// NFTA_MATCH_NAME/NFTA_TARGET_NAME and …_INFO share their numbers.
-const NFTA_XT_NAME: u16 = 1;
-const NFTA_XT_INFO: u16 = 3;
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b.split(|c| *c == 0).next().unwrap_or_default()).into_owned()
-}
 
 /// What one rule does, as far as these queries need to know.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -149,9 +140,10 @@ impl NfTables {
         let got = self.socket.request(&msg, NLM_F_DUMP, &op, |head, payload| {
             if head.message_type & 0xff == NFT_MSG_NEWRULE
                 && let Some(body) = payload.get(4..)
-                && find_attr(body, NFTA_RULE_CHAIN).map(text).as_deref() == Some(chain)
+                && let (Some(of), rule) = read_rule(body)
+                && of == chain
             {
-                rules.push(summarize(body));
+                rules.push(rule);
             }
             Ok(())
         });
@@ -163,83 +155,107 @@ impl NfTables {
     }
 }
 
-fn be32(data: Option<&[u8]>) -> Option<u32> {
-    match data? {
-        &[a, b, c, d] => Some(u32::from_be_bytes([a, b, c, d])),
-        _ => None,
-    }
+/// The attributes in `data`, up to the first malformed one.
+fn nlas(data: &[u8]) -> impl Iterator<Item = NlaBuffer<&[u8]>> {
+    NlasIterator::new(data).map_while(Result::ok)
 }
 
-/// A `payload` expression's (base, offset, length).
-fn payload_load(data: &[u8]) -> (u32, u32, u32) {
-    let get = |kind| be32(find_attr(data, kind)).unwrap_or(u32::MAX);
-    (
-        get(NFTA_PAYLOAD_BASE),
-        get(NFTA_PAYLOAD_OFFSET),
-        get(NFTA_PAYLOAD_LEN),
-    )
-}
-
-/// Pushes the NFTA_DATA_VALUE inside a nested `NFTA_DATA_*` attribute.
-fn push_value(values: &mut Vec<Vec<u8>>, data: Option<&[u8]>) {
-    if let Some(v) = data.and_then(|d| find_attr(d, NFTA_DATA_VALUE)) {
-        values.push(v.to_vec());
-    }
-}
-
-fn summarize(rule: &[u8]) -> RuleSummary {
-    let mut out = RuleSummary {
-        handle: find_attr(rule, NFTA_RULE_HANDLE)
-            .and_then(|h| h.get(0..8))
-            .map(|h| u64::from_be_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]))
-            .unwrap_or(0),
-        ..RuleSummary::default()
-    };
-    let Some(list) = find_attr(rule, NFTA_RULE_EXPRESSIONS) else {
-        return out;
-    };
-    for (kind, elem, _) in attrs(list) {
-        if kind != NFTA_LIST_ELEM {
-            continue;
-        }
-        let name = find_attr(elem, NFTA_EXPR_NAME)
-            .map(text)
-            .unwrap_or_default();
-        let data = find_attr(elem, NFTA_EXPR_DATA).unwrap_or_default();
-        match name.as_str() {
-            "immediate" => {
-                let imm = find_attr(data, NFTA_IMMEDIATE_DATA);
-                let verdict = imm.and_then(|d| find_attr(d, NFTA_DATA_VERDICT));
-                if let Some(chain) = verdict.and_then(|v| find_attr(v, NFTA_VERDICT_CHAIN)) {
-                    out.jumps.push(text(chain));
-                }
-                if let Some(code) = verdict.and_then(|v| be32(find_attr(v, NFTA_VERDICT_CODE))) {
-                    out.verdicts.push(code as i32);
-                }
-                push_value(&mut out.values, imm);
-            }
-            "payload" => out.payloads.push(payload_load(data)),
-            "bitwise" => {
-                push_value(&mut out.values, find_attr(data, NFTA_BITWISE_MASK));
-                push_value(&mut out.values, find_attr(data, NFTA_BITWISE_XOR));
-            }
-            "cmp" => push_value(&mut out.values, find_attr(data, NFTA_CMP_DATA)),
-            "match" | "target" => {
-                let xt = (
-                    find_attr(data, NFTA_XT_NAME).map(text).unwrap_or_default(),
-                    find_attr(data, NFTA_XT_INFO).unwrap_or_default().to_vec(),
-                );
-                if name == "match" {
-                    out.xt_matches.push(xt);
-                } else {
-                    out.xt_targets.push(xt);
+/// Reads a rule answer's chain and what [`RuleSummary`] keeps of it.
+///
+/// Lazily, one attribute at a time (netlink-packet-core's `NlasIterator`,
+/// the crate's leaf types: `Payload`, `DataAttribute`, `VerdictAttribute`),
+/// not with the crate's `RuleMessage` parser: that one formats every
+/// expression's bytes with `{:?}` for an error context whether or not the
+/// parse fails (`Immediate::parse`, `Cmp::parse`, `Bitwise::parse`,
+/// `Expressions::parse_with_param`, the list of expressions), which made
+/// portmap ADD 1.25x and firewall ADD up to 1.72x slower.
+fn read_rule(rule: &[u8]) -> (Option<String>, RuleSummary) {
+    let mut chain = None;
+    let mut out = RuleSummary::default();
+    for nla in nlas(rule) {
+        let value = attr_value(nla);
+        match nla.kind() {
+            NFTA_RULE_CHAIN => chain = parse_string(value).ok(),
+            NFTA_RULE_HANDLE => out.handle = parse_u64_be(value).unwrap_or(0),
+            NFTA_RULE_EXPRESSIONS => {
+                let elems = nlas(value).filter(|e| e.kind() == NFTA_LIST_ELEM);
+                for elem in elems {
+                    read_expression(attr_value(elem), &mut out);
                 }
             }
             _ => {}
         }
-        out.exprs.push(name);
     }
-    out
+    (chain, out)
+}
+
+/// Adds one expression (`NFTA_LIST_ELEM`'s value) to `out`.
+fn read_expression(elem: &[u8], out: &mut RuleSummary) {
+    let mut name = String::new();
+    let mut data: &[u8] = &[];
+    for nla in nlas(elem) {
+        match nla.kind() {
+            NFTA_EXPR_NAME => name = parse_string(attr_value(nla)).unwrap_or_default(),
+            NFTA_EXPR_DATA => data = attr_value(nla),
+            _ => {}
+        }
+    }
+    // The `NFTA_DATA_*` inside the expression attribute of `kind`.
+    let data_of = |kind: u16| {
+        nlas(data)
+            .filter(move |a| a.kind() == kind)
+            .flat_map(|a| nlas(attr_value(a)))
+            .filter_map(|d| DataAttribute::parse(&d).ok())
+    };
+    match name.as_str() {
+        "immediate" => {
+            for d in data_of(NFTA_IMMEDIATE_DATA) {
+                match d {
+                    DataAttribute::Verdict(verdict) => {
+                        for v in verdict {
+                            match v {
+                                VerdictAttribute::Chain(c) => out.jumps.push(c),
+                                VerdictAttribute::Code(c) => out.verdicts.push(u32::from(c) as i32),
+                                _ => {}
+                            }
+                        }
+                    }
+                    DataAttribute::Value(v) => out.values.push(v),
+                    _ => {}
+                }
+            }
+        }
+        "payload" => {
+            let (mut base, mut offset, mut len) = (u32::MAX, u32::MAX, u32::MAX);
+            for p in nlas(data).filter_map(|a| Payload::parse(&a).ok()) {
+                match p {
+                    Payload::Base(v) => base = v,
+                    Payload::Offset(v) => offset = v,
+                    Payload::Len(v) => len = v,
+                    _ => {}
+                }
+            }
+            out.payloads.push((base, offset, len));
+        }
+        "bitwise" | "cmp" => {
+            let kinds: &[u16] = if name == "cmp" {
+                &[NFTA_CMP_DATA]
+            } else {
+                &[NFTA_BITWISE_MASK, NFTA_BITWISE_XOR]
+            };
+            for &kind in kinds {
+                for d in data_of(kind) {
+                    if let DataAttribute::Value(v) = d {
+                        out.values.push(v);
+                    }
+                }
+            }
+        }
+        "match" => out.xt_matches.push(xt_name_info(data)),
+        "target" => out.xt_targets.push(xt_name_info(data)),
+        _ => {}
+    }
+    out.exprs.push(name);
 }
 
 /// Deleting rules by handle (the firewall plugin's DEL, instead of an
@@ -340,6 +356,84 @@ mod tests {
         .concat();
         let want = vec![get_chain.finish(1).unwrap(), dump.finish(2).unwrap(), batch];
         assert_eq!(got, want);
+    }
+
+    /// A rule answer as the kernel sends one (attributes after the
+    /// nfgenmsg): every expression kind that is read, and an unknown one.
+    fn crafted_rule() -> Vec<u8> {
+        const NESTED: u16 = 0x8000;
+        let mut r = Request::new(0, 0, &[]);
+        r.attr(1, &cstr("filter")).attr(2, &cstr("T"));
+        r.attr(3, &0x1_0000_0007u64.to_be_bytes());
+        let list = r.nest(NFTA_RULE_EXPRESSIONS | NESTED);
+        let expr = |r: &mut Request, name: &str, data: &dyn Fn(&mut Request)| {
+            let elem = r.nest(NFTA_LIST_ELEM | NESTED);
+            r.attr(NFTA_EXPR_NAME, &cstr(name));
+            let d = r.nest(NFTA_EXPR_DATA | NESTED);
+            data(r);
+            r.end(d);
+            r.end(elem);
+        };
+        let value = |r: &mut Request, kind: u16, v: &[u8]| {
+            let n = r.nest(kind | NESTED);
+            r.attr(1, v); // NFTA_DATA_VALUE
+            r.end(n);
+        };
+        expr(&mut r, "payload", &|r| {
+            for (kind, v) in [(1u16, 1u32), (2, 1), (3, 12), (4, 4)] {
+                r.attr(kind, &v.to_be_bytes());
+            }
+        });
+        expr(&mut r, "bitwise", &|r| {
+            value(r, NFTA_BITWISE_MASK, &[255, 255, 0, 0]);
+            value(r, NFTA_BITWISE_XOR, &[0; 4]);
+        });
+        expr(&mut r, "cmp", &|r| {
+            value(r, NFTA_CMP_DATA, &[10, 139, 0, 0])
+        });
+        expr(&mut r, "counter", &|r| {
+            r.attr(1, &[0; 8]);
+        });
+        expr(&mut r, "match", &|r| {
+            r.attr(1, &cstr("comment"))
+                .attr(2, &0u32.to_be_bytes())
+                .attr(3, b"hi\0\0");
+        });
+        expr(&mut r, "immediate", &|r| {
+            r.attr(1, &0u32.to_be_bytes());
+            let data = r.nest(NFTA_IMMEDIATE_DATA | NESTED);
+            let verdict = r.nest(2 | NESTED); // NFTA_DATA_VERDICT
+            r.attr(1, &(-3i32).to_be_bytes()).attr(2, &cstr("CNI-X"));
+            r.end(verdict);
+            r.end(data);
+        });
+        r.end(list);
+        r.finish(0).unwrap()[16..].to_vec()
+    }
+
+    #[test]
+    fn reads_a_crafted_rule_and_survives_it_cut_short() {
+        let rule = crafted_rule();
+        let (chain, got) = read_rule(&rule);
+        assert_eq!(chain.as_deref(), Some("T"));
+        assert_eq!(got.handle, 0x1_0000_0007);
+        let names = ["payload", "bitwise", "cmp", "counter", "match", "immediate"];
+        assert_eq!(got.exprs, names);
+        assert_eq!(got.payloads, [(1, 12, 4)]);
+        let values: [&[u8]; 3] = [&[255, 255, 0, 0], &[0; 4], &[10, 139, 0, 0]];
+        assert_eq!(got.values, values);
+        assert_eq!(
+            got.xt_matches,
+            [("comment".to_string(), b"hi\0\0".to_vec())]
+        );
+        assert_eq!(
+            (got.jumps, got.verdicts),
+            (vec!["CNI-X".to_string()], vec![-3])
+        );
+        // Every truncation (the kernel never sends one; a bug must not panic).
+        for n in 0..rule.len() {
+            let _ = read_rule(&rule[..n]);
+        }
     }
 
     #[test]

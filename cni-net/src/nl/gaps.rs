@@ -24,9 +24,16 @@
 //!   (`NFTA_COUNTER_*`), sent as `Expressions::Other`; and the rule's
 //!   `NFTA_RULE_COMPAT` contents (`NFTA_RULE_COMPAT_PROTO`/`_FLAGS`; the
 //!   crate types the attribute as `Vec<DefaultNla>`). See [`xt_match`],
-//!   [`zero_counter`], [`rule_compat_no_protocol`].
+//!   [`zero_counter`], [`rule_compat_no_protocol`]. Read back from a dump,
+//!   `match` and `target` (`NFTA_TARGET_*`) parse as `Expressions::Other`
+//!   of `DefaultNla`s: [`xt_name_info`].
+//! - `NlaBuffer<&'a [u8]>::value()` (netlink-packet-core 0.9) returns a
+//!   slice that borrows the `NlaBuffer`, not the `'a` bytes, so a value
+//!   found while iterating cannot outlive that step: [`attr_value`].
 
-use netlink_packet_core::{DefaultNla, NLM_F_ACK_TLVS, NLM_F_CAPPED, Nla, NlaBuffer, NlasIterator};
+use netlink_packet_core::{
+    DefaultNla, NLM_F_ACK_TLVS, NLM_F_CAPPED, Nla, NlaBuffer, NlasIterator, parse_string,
+};
 use netlink_packet_netfilter::nftables::Expressions;
 use netlink_packet_route::link::LinkProtoInfoBridge;
 
@@ -119,6 +126,28 @@ pub(crate) fn nla_value(nla: &DefaultNla) -> Vec<u8> {
     let mut v = vec![0u8; nla.value_len()];
     nla.emit_value(&mut v);
     v
+}
+
+/// The value of `nla`, borrowed for as long as the bytes it was read from.
+pub(crate) fn attr_value(nla: NlaBuffer<&[u8]>) -> &[u8] {
+    let end = usize::from(nla.length());
+    nla.into_inner().get(4..end).unwrap_or_default()
+}
+
+/// (name, info blob) of an nf_tables `match` or `target` expression's data
+/// (`NFTA_MATCH_NAME`/`NFTA_TARGET_NAME` = 1, `…_INFO` = 3).
+pub(crate) fn xt_name_info(data: &[u8]) -> (String, Vec<u8>) {
+    const NFTA_XT_NAME: u16 = 1;
+    const NFTA_XT_INFO: u16 = 3;
+    let mut out = (String::new(), Vec::new());
+    for nla in NlasIterator::new(data).map_while(Result::ok) {
+        match nla.kind() {
+            NFTA_XT_NAME => out.0 = parse_string(attr_value(nla)).unwrap_or_default(),
+            NFTA_XT_INFO => out.1 = attr_value(nla).to_vec(),
+            _ => {}
+        }
+    }
+    out
 }
 
 // ---- tbf (the crate has no `TcQdiscTbf` / `TcQdiscTbfOption`) ----

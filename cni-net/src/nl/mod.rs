@@ -17,8 +17,8 @@
 //! - [`nfm`]: [`Nfm<T>`](nfm::Nfm), the same for nfnetlink with
 //!   netlink-packet-netfilter's bodies (nf_tables chains and rules,
 //!   conntrack, batch begin/end), and [`Socket::nftables_batch`].
-//! - [`nfnl`]: what stays hand-written of nfnetlink (reading rule answers;
-//!   why: see there).
+//!   Answers are read lazily with the crates' leaf types (nf_tables rules:
+//!   `crate::nf_tables`, which says why not with the crate's parser).
 //!
 //! # Adding an operation
 //!
@@ -57,6 +57,7 @@
 
 pub(crate) mod gaps;
 pub(crate) mod nfm;
+#[cfg(test)]
 pub(crate) mod nfnl;
 pub(crate) mod rtm;
 pub(crate) mod socket;

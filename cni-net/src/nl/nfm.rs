@@ -10,10 +10,11 @@
 //! nf_tables object kind's code (portmap +123 KB; typed per body +69 KB).
 //!
 //! Requests only. Answers are read lazily by the callers
-//! ([`Socket::request`] hands them over undecoded): the crate's
-//! `RuleMessage` parser formats every expression's bytes with `{:?}`
-//! whether or not anything fails, which made portmap ADD 1.25x and
-//! firewall ADD up to 1.72x slower (see [`super::nfnl`]).
+//! ([`Socket::request`] hands them over undecoded), attribute by attribute
+//! with the crate's leaf types: its `RuleMessage` parser formats every
+//! expression's bytes with `{:?}` whether or not anything fails, which
+//! made portmap ADD 1.25x and firewall ADD up to 1.72x slower (see
+//! `crate::nf_tables`).
 
 use crate::error::NetError;
 use crate::nl::Socket;
