@@ -9,10 +9,12 @@
 # status in the job directory (the only host directory mounted writable)
 # and powers off. Not meant to be run by hand.
 #
-# The kernel passes VMTEST_JOB (the job directory) and VMTEST_VM (uml or
-# qemu) from its command line.
+# The kernel passes VMTEST_JOB (the job directory, shared by the VMs of one
+# kind), VMTEST_VM (uml or qemu) and VMTEST_NAME (this VM, e.g. uml2) from
+# its command line.
 set -u
 VMTEST_VM=${VMTEST_VM:-uml}
+VMTEST_NAME=${VMTEST_NAME:-$VMTEST_VM}
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 HOME=/root
 export PATH HOME
@@ -73,18 +75,32 @@ ip link set lo up
 # nft list ruleset: 860 -> 120 ms). The VM is thrown away after the run.
 [ "$VMTEST_VM" = qemu ] && echo 0 >/proc/sys/kernel/randomize_va_space
 
-# The job: sets VMTEST_MODULES, exports the tests' environment and calls
-# run_test for each test binary.
-run_test() { # name cwd executable [libtest args...]
-    name=$1 dir=$2 exe=$3
-    shift 3
+# The job: exports the tests' environment, loads modules and calls
+# run_queue (or run_test for one binary).
+# Each entry's exit status, seconds and VM: $VMTEST_JOB/results/<entry>.
+run_test() { # entry name cwd executable [libtest args...]
+    entry=$1 name=$2 dir=$3 exe=$4
+    shift 4
     # The arguments show which tests this VM leaves out (--skip).
     echo "==== vmtest: $name $*"
     started=$(date +%s)
     (cd "$dir" && "$exe" "$@")
     code=$?
-    echo "$code $name" >>"$VMTEST_JOB/results"
-    echo "==== vmtest: $name exited with $code after $(($(date +%s) - started))s"
+    took=$(($(date +%s) - started))
+    mkdir -p "$VMTEST_JOB/results"
+    echo "$code $took $VMTEST_NAME" >"$VMTEST_JOB/results/$entry"
+    echo "==== vmtest: $name exited with $code after ${took}s"
+}
+# The entries in $VMTEST_JOB/queue (one run_test line each), in name order;
+# each VM of this kind takes the next one no VM has claimed (mkdir is
+# atomic on the host's file system, through hostfs and 9p alike), so the
+# VMs stay busy until the queue is empty, however long each entry takes.
+run_queue() {
+    mkdir -p "$VMTEST_JOB/claims"
+    for e in "$VMTEST_JOB"/queue/*; do
+        mkdir "$VMTEST_JOB/claims/${e##*/}" 2>/dev/null || continue
+        . "$e"
+    done
 }
 load_modules() {
     for m in "$@"; do
@@ -92,8 +108,11 @@ load_modules() {
     done
 }
 
-echo "==== vmtest: kernel $kver ($VMTEST_VM)"
-: >"$VMTEST_JOB/results"
+# Seconds since scripts/vmtest started the VMs: the boot's cost.
+up=""
+[ -f "$VMTEST_JOB/started" ] && up=", up after $(($(date +%s) - $(cat "$VMTEST_JOB/started")))s"
+echo "==== vmtest: kernel $kver ($VMTEST_NAME$up)"
 . "$VMTEST_JOB/job.sh"
-echo done >"$VMTEST_JOB/finished"
+mkdir -p "$VMTEST_JOB/finished"
+date +%s >"$VMTEST_JOB/finished/$VMTEST_NAME"
 halt
