@@ -68,6 +68,12 @@ EOF
 fi
 
 ip link set lo up
+# Every test needs IPv6 (built into Debian's kernels): say so at once if
+# this boot came up without it, with what the kernel said.
+if [ ! -d /proc/sys/net/ipv6 ]; then
+    echo "vmtest: this kernel came up without IPv6 (/proc/sys/net/ipv6 missing):"
+    dmesg | grep -i -e ipv6 -e 'error' | tail -20
+fi
 # Under qemu every instruction is emulated, and qemu reuses the code it
 # translated only at the same virtual address: with address space
 # randomisation each exec of ip, iptables or nft translates its libraries
