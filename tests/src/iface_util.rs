@@ -2,13 +2,14 @@
 //! host-device): a private "host" namespace holding a veth pair whose one
 //! end is the parent (`mst0`) and whose other end (`peer0`, with an
 //! address in the test's subnet) stands for the rest of the segment;
-//! container namespaces; plugin runs inside the private host; and a probe
-//! for link kinds this kernel may lack.
+//! container namespaces; plugin runs inside the private host
+//! ([`HostPlugin`]); configs; and a probe for link kinds this kernel may
+//! lack.
 
 use crate::host_local_util::DataDir;
 use crate::{Invocation, Netns, PluginOutput};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The parent's name in [`Segment::host`].
@@ -57,6 +58,102 @@ impl Segment {
     pub fn peer_ip(&self) -> String {
         format!("{}.254", self.prefix)
     }
+
+    /// `plugin` (a binary) run inside this segment's host.
+    pub fn plugin(&self, plugin: impl Into<PathBuf>) -> HostPlugin<'_> {
+        HostPlugin::new(plugin, &self.host)
+    }
+}
+
+/// A plugin binary run as a runtime runs it, inside a private host, for
+/// the container interface `eth0` unless told another.
+pub struct HostPlugin<'a> {
+    plugin: PathBuf,
+    host: &'a Netns,
+}
+
+impl<'a> HostPlugin<'a> {
+    /// `plugin` run inside `host`.
+    pub fn new(plugin: impl Into<PathBuf>, host: &'a Netns) -> HostPlugin<'a> {
+        HostPlugin {
+            plugin: plugin.into(),
+            host,
+        }
+    }
+
+    /// Runs `cmd` for `cid`'s `eth0` in `cont`.
+    pub fn run(&self, cmd: &str, cid: &str, cont: &Netns, conf: &Value) -> PluginOutput {
+        self.run_as(cmd, cid, cont, "eth0", conf)
+    }
+
+    /// Runs `cmd` for `cid`'s `ifname` in `cont`.
+    pub fn run_as(
+        &self,
+        cmd: &str,
+        cid: &str,
+        cont: &Netns,
+        ifname: &str,
+        conf: &Value,
+    ) -> PluginOutput {
+        Invocation::new(&self.plugin, cmd)
+            .attach(cid, cont, ifname)
+            .in_host(self.host)
+            .config(conf)
+            .run()
+    }
+
+    /// ADD, which must succeed: its result.
+    pub fn add(&self, cid: &str, cont: &Netns, conf: &Value) -> Value {
+        self.run("ADD", cid, cont, conf).ok()
+    }
+
+    /// DEL, which must succeed.
+    pub fn del(&self, cid: &str, cont: &Netns, conf: &Value) {
+        self.run("DEL", cid, cont, conf).ok();
+    }
+
+    /// CHECK of `conf` with `prevResult` = `result`.
+    pub fn check(&self, cid: &str, cont: &Netns, conf: &Value, result: &Value) -> PluginOutput {
+        self.run("CHECK", cid, cont, &with_prev(conf, result))
+    }
+
+    /// ADD for `cid` in a namespace (tagged `tag`) that is deleted next,
+    /// then DEL with its path, which no longer exists: DEL must succeed.
+    pub fn del_after_netns_gone(&self, tag: &str, cid: &str, conf: &Value) {
+        let path = {
+            let gone = Netns::new(tag);
+            self.add(cid, &gone, conf);
+            gone.path()
+        };
+        Invocation::new(&self.plugin, "DEL")
+            .env("CNI_CONTAINERID", cid)
+            .env("CNI_NETNS", path.display().to_string())
+            .env("CNI_IFNAME", "eth0")
+            .in_host(self.host)
+            .config(conf)
+            .run()
+            .ok();
+    }
+}
+
+/// The container's links but `lo`.
+pub fn container_links(cont: &Netns) -> Vec<String> {
+    cont.link_names()
+        .into_iter()
+        .filter(|n| n != "lo")
+        .collect()
+}
+
+/// A config of `kind` on the parent [`MASTER`] (unless `extra` sets
+/// `master`), host-local on `10.124.<n>.0/24` (no `ipam` when `n` is
+/// None), merged with `extra` as in [`conf`].
+pub fn master_conf(kind: &str, data: &DataDir, n: Option<u8>, extra: Value) -> Value {
+    let mut extra = extra;
+    if extra.get("master").is_none() {
+        extra["master"] = json!(MASTER);
+    }
+    let subnet = n.map(|n| format!("10.124.{n}.0/24"));
+    conf(kind, data, "1.0.0", subnet.as_deref(), extra)
 }
 
 /// A config of plugin `kind` with host-local on `subnet` in `data` (no
@@ -82,23 +179,6 @@ pub fn conf(
         }
     }
     c
-}
-
-/// Runs `plugin` with `cmd` for `cid`/`ifname` in `cont`, inside `host`.
-pub fn run(
-    plugin: &Path,
-    cmd: &str,
-    cid: &str,
-    host: &Netns,
-    cont: &Netns,
-    ifname: &str,
-    conf: &Value,
-) -> PluginOutput {
-    Invocation::new(plugin, cmd)
-        .attach(cid, cont, ifname)
-        .in_host(host)
-        .config(conf)
-        .run()
 }
 
 /// `conf` with `prevResult` set.
@@ -187,6 +267,12 @@ pub fn kernel_has(kind: &str) -> bool {
         other => vec!["link", "add", "k0", "type", other],
     };
     ns.exec("ip", &args).status.success()
+}
+
+/// [`crate::skip_unless_root`], then [`skip_without_kind`]: the guard of
+/// a test of a link kind this kernel may lack.
+pub fn skip_unless_kind(test: &str, kind: &str) -> bool {
+    crate::skip_unless_root(test) || skip_without_kind(test, kind)
 }
 
 /// For tests of a link kind this kernel may lack: true when the test

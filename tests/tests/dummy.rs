@@ -7,18 +7,16 @@
 #![cfg(test)]
 
 use rcni_tests::host_local_util::DataDir;
-use rcni_tests::iface_util::{conf, link, run, skip_without_kind, with_prev};
+use rcni_tests::iface_util::{
+    HostPlugin, conf, container_links, link, skip_unless_kind, with_prev,
+};
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{Invocation, Netns, bin, skip_unless_root};
+use rcni_tests::{Netns, bin, error_msg};
 use serde_json::json;
 use std::path::PathBuf;
 
 fn ours() -> PathBuf {
     bin("dummy")
-}
-
-fn skip(test: &str) -> bool {
-    skip_unless_root(test) || skip_without_kind(test, "dummy")
 }
 
 fn host() -> Netns {
@@ -27,11 +25,9 @@ fn host() -> Netns {
     h
 }
 
-fn container_links(cont: &Netns) -> Vec<String> {
-    cont.link_names()
-        .into_iter()
-        .filter(|n| n != "lo")
-        .collect()
+/// Root and a kernel with dummy links.
+fn skip(test: &str) -> bool {
+    skip_unless_kind(test, "dummy")
 }
 
 #[test]
@@ -40,6 +36,7 @@ fn dummy_carries_the_ipam_address() {
         return;
     }
     let h = host();
+    let plugin = HostPlugin::new(ours(), &h);
     // A host link named like CNI_IFNAME does not get in the way (it did
     // before v1.9.0 of the reference).
     h.exec_ok(
@@ -56,7 +53,7 @@ fn dummy_carries_the_ipam_address() {
     let mut c = conf("dummy", &data, "1.0.0", Some("10.124.41.0/24"), json!({}));
     c["ipam"]["resolvConf"] = json!(resolv);
     c["dns"] = json!({"nameservers": ["192.0.2.1"]});
-    let r = run(&ours(), "ADD", "c1", &h, &cont, "eth0", &c).ok();
+    let r = plugin.add("c1", &cont, &c);
     let l = link(&cont, "eth0");
     assert_eq!(l["linkinfo"]["info_kind"], "dummy");
     assert!(l["flags"].as_array().unwrap().contains(&json!("UP")));
@@ -69,12 +66,12 @@ fn dummy_carries_the_ipam_address() {
     // The IPAM plugin's DNS, not the config's (as the reference).
     assert_eq!(r["dns"]["nameservers"], json!(["10.124.41.53"]));
     let cp = with_prev(&c, &r);
-    run(&ours(), "CHECK", "c1", &h, &cont, "eth0", &cp).ok();
+    plugin.run("CHECK", "c1", &cont, &cp).ok();
     cont.exec_ok("ip", &["link", "set", "eth0", "down"]);
-    let e = run(&ours(), "CHECK", "c1", &h, &cont, "eth0", &cp).err();
+    let e = plugin.run("CHECK", "c1", &cont, &cp).err();
     assert_eq!(e["msg"], "Interface eth0 is down");
-    run(&ours(), "DEL", "c1", &h, &cont, "eth0", &cp).ok();
-    run(&ours(), "DEL", "c1", &h, &cont, "eth0", &cp).ok();
+    plugin.del("c1", &cont, &cp);
+    plugin.del("c1", &cont, &cp);
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
     assert!(link(&h, "eth0").is_object());
 }
@@ -85,45 +82,32 @@ fn requires_ipam_undoes_failures_and_del_is_idempotent() {
         return;
     }
     let h = host();
+    let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("dm2");
     let cont = Netns::new("dmc");
-    let e = run(
-        &ours(),
-        "ADD",
-        "c2",
-        &h,
-        &cont,
-        "eth0",
-        &conf("dummy", &data, "1.0.0", None, json!({})),
-    )
-    .err();
+    let e = plugin
+        .run(
+            "ADD",
+            "c2",
+            &cont,
+            &conf("dummy", &data, "1.0.0", None, json!({})),
+        )
+        .err();
     assert_eq!(e["msg"], "dummy interface requires an IPAM configuration");
     let c = conf("dummy", &data, "1.0.0", Some("10.124.42.0/24"), json!({}));
     cont.exec_ok(
         "ip",
         &["link", "add", "eth0", "type", "veth", "peer", "name", "x0"],
     );
-    let e = run(&ours(), "ADD", "c2", &h, &cont, "eth0", &c).err();
-    assert!(e["msg"].as_str().unwrap().contains("file exists"), "{e}");
+    let e = plugin.run("ADD", "c2", &cont, &c).err();
+    assert!(error_msg(&e).contains("file exists"), "{e}");
     assert_eq!(container_links(&cont), ["eth0", "x0"]);
     assert!(data.reservations().is_empty());
     cont.exec_ok("ip", &["link", "del", "eth0"]);
     let mut bad = c.clone();
     bad["ipam"]["routes"] = json!([{"dst": "192.0.2.0/24", "gw": "198.51.100.1"}]);
-    run(&ours(), "ADD", "c2", &h, &cont, "eth0", &bad).err();
+    plugin.run("ADD", "c2", &cont, &bad).err();
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
-    let path = {
-        let gone = Netns::new("dmc");
-        run(&ours(), "ADD", "c2", &h, &gone, "eth0", &c).ok();
-        gone.path()
-    };
-    Invocation::new(ours(), "DEL")
-        .env("CNI_CONTAINERID", "c2")
-        .env("CNI_NETNS", path.display().to_string())
-        .env("CNI_IFNAME", "eth0")
-        .in_host(&h)
-        .config(&c)
-        .run()
-        .ok();
+    plugin.del_after_netns_gone("dmc", "c2", &c);
     assert!(data.reservations().is_empty());
 }

@@ -8,8 +8,10 @@
 #![cfg(test)]
 
 use rcni_tests::host_local_util::DataDir;
-use rcni_tests::iface_util::{conf, eventually, link, ping, run, with_prev};
-use rcni_tests::{Invocation, Netns, bin, go_bin, skip_unless_root, unique};
+use rcni_tests::iface_util::{
+    HostPlugin, conf, container_links, eventually, link, ping, with_prev,
+};
+use rcni_tests::{Invocation, Netns, bin, error_msg, go_bin, skip_unless_root, unique};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -65,24 +67,18 @@ fn flags(l: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn container_links(cont: &Netns) -> Vec<String> {
-    cont.link_names()
-        .into_iter()
-        .filter(|n| n != "lo")
-        .collect()
-}
-
 #[test]
 fn moves_in_configured_and_back_under_its_name() {
     if skip_unless_root("host_device::moves_in_configured_and_back_under_its_name") {
         return;
     }
     let h = host(1);
+    let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("hd1");
     let cont = Netns::new("hdc");
     let mac = link(&h, DEV)["address"].clone();
     let c = hd(&data, 1, json!({"dns": {"nameservers": ["10.125.1.53"]}}));
-    let r = run(&ours(), "ADD", "c1", &h, &cont, "eth0", &c).ok();
+    let r = plugin.add("c1", &cont, &c);
     // In the container: CNI_IFNAME, the host name as alias, up, MAC and
     // MTU kept, the IPAM address; gone from the host.
     let l = link(&cont, "eth0");
@@ -101,21 +97,15 @@ fn moves_in_configured_and_back_under_its_name() {
     assert_eq!(cont.addrs("eth0").len(), 1);
     assert!(ping(&cont, "10.125.1.254"), "container -> host peer");
     let cp = with_prev(&c, &r);
-    run(&ours(), "CHECK", "c1", &h, &cont, "eth0", &cp).ok();
+    plugin.run("CHECK", "c1", &cont, &cp).ok();
     cont.exec_ok("ip", &["addr", "flush", "dev", "eth0"]);
-    let e = run(&ours(), "CHECK", "c1", &h, &cont, "eth0", &cp).err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .starts_with("Failed to match addr"),
-        "{e}"
-    );
+    let e = plugin.run("CHECK", "c1", &cont, &cp).err();
+    assert!(error_msg(&e).starts_with("Failed to match addr"), "{e}");
 
     // DEL: back on the host under its name, alias cleared, up as it was
     // (the reference leaves it down), the address released; a second DEL
     // is a no-op.
-    run(&ours(), "DEL", "c1", &h, &cont, "eth0", &cp).ok();
+    plugin.del("c1", &cont, &cp);
     let back = link(&h, DEV);
     assert_eq!(back["address"], mac);
     assert_eq!(back["mtu"], 1400);
@@ -123,7 +113,7 @@ fn moves_in_configured_and_back_under_its_name() {
     assert!(flags(&back).contains(&"UP".to_string()));
     assert!(container_links(&cont).is_empty());
     assert!(data.reservations().is_empty());
-    run(&ours(), "DEL", "c1", &h, &cont, "eth0", &cp).ok();
+    plugin.del("c1", &cont, &cp);
 }
 
 #[test]
@@ -132,13 +122,14 @@ fn selected_by_hwaddr_and_selection_errors() {
         return;
     }
     let h = host(2);
+    let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("hd2");
     let cont = Netns::new("hdc");
     let mac = link(&h, DEV)["address"].as_str().unwrap().to_uppercase();
     let c = hd(&data, 2, json!({"hwaddr": mac}));
-    run(&ours(), "ADD", "c2", &h, &cont, "net1", &c).ok();
+    plugin.run_as("ADD", "c2", &cont, "net1", &c).ok();
     assert_eq!(link(&cont, "net1")["ifalias"], DEV);
-    run(&ours(), "DEL", "c2", &h, &cont, "net1", &c).ok();
+    plugin.run_as("DEL", "c2", &cont, "net1", &c).ok();
     assert!(link(&h, DEV).is_object());
 
     for (extra, want) in [
@@ -167,21 +158,14 @@ fn selected_by_hwaddr_and_selection_errors() {
             "runtime config DeviceID nope not found or unsupported",
         ),
     ] {
-        let e = run(
-            &ours(),
-            "ADD",
-            "c2",
-            &h,
-            &cont,
-            "net1",
-            &hd(&data, 2, extra.clone()),
-        )
-        .err();
+        let e = plugin
+            .run_as("ADD", "c2", &cont, "net1", &hd(&data, 2, extra.clone()))
+            .err();
         assert_eq!(e["msg"], want, "{extra}");
     }
     let mut none = hd(&data, 2, json!({}));
     none.as_object_mut().unwrap().remove("device");
-    let e = run(&ours(), "ADD", "c2", &h, &cont, "net1", &none).err();
+    let e = plugin.run_as("ADD", "c2", &cont, "net1", &none).err();
     assert_eq!(
         e["msg"],
         r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#
@@ -195,6 +179,7 @@ fn failures_put_the_device_back() {
         return;
     }
     let h = host(3);
+    let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("hd3");
     let cont = Netns::new("hdc");
     // CNI_IFNAME taken in the container: the device stays on the host,
@@ -204,8 +189,8 @@ fn failures_put_the_device_back() {
         &["link", "add", "eth0", "type", "veth", "peer", "name", "x0"],
     );
     let c = hd(&data, 3, json!({}));
-    let e = run(&ours(), "ADD", "c3", &h, &cont, "eth0", &c).err();
-    assert!(e["msg"].as_str().unwrap().contains("file exists"), "{e}");
+    let e = plugin.run("ADD", "c3", &cont, &c).err();
+    assert!(error_msg(&e).contains("file exists"), "{e}");
     let l = link(&h, DEV);
     assert!(flags(&l).contains(&"UP".to_string()), "{l}");
     assert!(l.get("ifalias").is_none_or(|a| a == ""), "{l}");
@@ -215,22 +200,22 @@ fn failures_put_the_device_back() {
     // container, up).
     let mut bad = c.clone();
     bad["ipam"]["ranges"] = json!([]);
-    let e = run(&ours(), "ADD", "c3", &h, &cont, "eth0", &bad).err();
-    assert!(e["msg"].as_str().unwrap().contains("no IP ranges"), "{e}");
+    let e = plugin.run("ADD", "c3", &cont, &bad).err();
+    assert!(error_msg(&e).contains("no IP ranges"), "{e}");
     assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
     // An L2 result cannot be printed in 0.2.0: back as well.
     let mut l2 = c.clone();
     l2.as_object_mut().unwrap().remove("ipam");
     l2["cniVersion"] = json!("0.2.0");
-    let e = run(&ours(), "ADD", "c3", &h, &cont, "eth0", &l2).err();
+    let e = plugin.run("ADD", "c3", &cont, &l2).err();
     assert_eq!(e["msg"], "cannot convert: no valid IP addresses");
     assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
     // L2 in 1.0.0: moved and up, no addresses.
     l2["cniVersion"] = json!("1.0.0");
-    let r = run(&ours(), "ADD", "c3", &h, &cont, "eth0", &l2).ok();
+    let r = plugin.add("c3", &cont, &l2);
     assert!(r.get("ips").is_none(), "{r}");
     assert!(flags(&link(&cont, "eth0")).contains(&"UP".to_string()));
-    run(&ours(), "DEL", "c3", &h, &cont, "eth0", &l2).ok();
+    plugin.del("c3", &cont, &l2);
     assert!(link(&h, DEV).is_object());
 }
 
@@ -240,21 +225,22 @@ fn del_with_the_host_name_taken_keeps_the_device_then_retries() {
         return;
     }
     let h = host(4);
+    let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("hd4");
     let cont = Netns::new("hdc");
     let c = hd(&data, 4, json!({}));
-    run(&ours(), "ADD", "c4", &h, &cont, "eth0", &c).ok();
+    plugin.add("c4", &cont, &c);
     h.exec_ok(
         "ip",
         &["link", "add", DEV, "type", "veth", "peer", "name", "clash1"],
     );
-    let e = run(&ours(), "DEL", "c4", &h, &cont, "eth0", &c).err();
-    assert!(e["msg"].as_str().unwrap().contains("file exists"), "{e}");
+    let e = plugin.run("DEL", "c4", &cont, &c).err();
+    assert!(error_msg(&e).contains("file exists"), "{e}");
     let l = link(&cont, "eth0");
     assert_eq!(l["ifalias"], DEV);
     assert!(flags(&l).contains(&"UP".to_string()));
     h.exec_ok("ip", &["link", "del", DEV]);
-    run(&ours(), "DEL", "c4", &h, &cont, "eth0", &c).ok();
+    plugin.del("c4", &cont, &c);
     assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
     assert!(data.reservations().is_empty());
 }
@@ -265,11 +251,12 @@ fn del_releases_the_address_when_the_netns_is_gone_or_empty() {
         return;
     }
     let h = host(5);
+    let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("hd5");
     let c = hd(&data, 5, json!({}));
     let path = {
         let cont = Netns::new("hdc");
-        run(&ours(), "ADD", "c5", &h, &cont, "eth0", &c).ok();
+        plugin.add("c5", &cont, &c);
         cont.path()
     };
     // The veth died with the namespace; the reference fails here and
@@ -292,10 +279,10 @@ fn del_releases_the_address_when_the_netns_is_gone_or_empty() {
         &["link", "add", DEV, "type", "veth", "peer", "name", "hdq0"],
     );
     let cont = Netns::new("hdc");
-    run(&ours(), "ADD", "c5", &h, &cont, "eth0", &c).ok();
+    plugin.add("c5", &cont, &c);
     inv(None).ok();
     assert!(data.reservations().is_empty());
-    run(&ours(), "DEL", "c5", &h, &cont, "eth0", &c).ok();
+    plugin.del("c5", &cont, &c);
     assert!(link(&h, DEV).is_object());
 }
 
@@ -311,6 +298,7 @@ fn ours_and_go_undo_each_other() {
         return;
     };
     let h = host(6);
+    let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("hd6");
     let cont = Netns::new("hdc");
     let c = hd(&data, 6, json!({}));
@@ -324,15 +312,16 @@ fn ours_and_go_undo_each_other() {
         )
     };
     // Go ADD, our DEL (the alias is the shared record of the host name).
-    let rg = run(&go, "ADD", "c6", &h, &cont, "eth0", &c).ok();
+    let go = HostPlugin::new(go, &h);
+    let rg = go.add("c6", &cont, &c);
     let go_state = state(&cont);
-    run(&ours(), "DEL", "c6", &h, &cont, "eth0", &with_prev(&c, &rg)).ok();
+    plugin.del("c6", &cont, &with_prev(&c, &rg));
     assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
     // Our ADD: the same container state; Go's DEL undoes it.
-    let ro = run(&ours(), "ADD", "c6", &h, &cont, "eth0", &c).ok();
+    let ro = plugin.add("c6", &cont, &c);
     assert_eq!(state(&cont), go_state, "container state: ours vs Go");
     assert_eq!(ro["interfaces"], rg["interfaces"]);
-    run(&go, "DEL", "c6", &h, &cont, "eth0", &with_prev(&c, &ro)).ok();
+    go.del("c6", &cont, &with_prev(&c, &ro));
     assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
     assert!(data.reservations().is_empty());
     // Go's DEL knows nothing of our saved host side: its file stays (GC or
@@ -421,6 +410,7 @@ fn del_restores_the_host_side_and_the_device_answers_again() {
         return;
     }
     let (h, peer) = configured_host();
+    let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("hd7");
     let cont = Netns::new("hdc");
     let cid = unique("iface15");
@@ -438,7 +428,7 @@ fn del_restores_the_host_side_and_the_device_answers_again() {
     assert!(ping(&peer, "10.136.1.1"), "peer -> host device before ADD");
     let mut c = hd136(&data, 1);
     c["ipam"]["ranges"][0][0]["rangeStart"] = json!("10.136.1.100");
-    let r = run(&ours(), "ADD", &cid, &h, &cont, "eth0", &c).ok();
+    let r = plugin.add(&cid, &cont, &c);
     // The device is the container's, with its IPAM address only; the host
     // side is saved beside the host.
     assert_eq!(link(&h, DEV), Value::Null);
@@ -447,7 +437,7 @@ fn del_restores_the_host_side_and_the_device_answers_again() {
     assert!(ping(&cont, "10.136.1.2"), "container -> peer");
     // The workload changes the MTU; DEL puts the host's back.
     cont.exec_ok("ip", &["link", "set", "eth0", "mtu", "1280"]);
-    run(&ours(), "DEL", &cid, &h, &cont, "eth0", &with_prev(&c, &r)).ok();
+    plugin.del(&cid, &cont, &with_prev(&c, &r));
     assert_eq!(host_side(&h), before);
     assert!(!state_file(&cid, "eth0").exists());
     assert!(data.reservations().is_empty());
@@ -460,7 +450,7 @@ fn del_restores_the_host_side_and_the_device_answers_again() {
             .success()),
         "peer -> host device over IPv6 after DEL"
     );
-    run(&ours(), "DEL", &cid, &h, &cont, "eth0", &c).ok();
+    plugin.del(&cid, &cont, &c);
 }
 
 #[test]
@@ -470,6 +460,7 @@ fn a_failed_add_and_a_gone_netns_leave_the_host_side_as_it_was() {
         return;
     }
     let (h, peer) = configured_host();
+    let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("hd8");
     let cid = unique("iface15");
     let before = host_side(&h);
@@ -478,7 +469,7 @@ fn a_failed_add_and_a_gone_netns_leave_the_host_side_as_it_was() {
     let cont = Netns::new("hdc");
     let mut bad = c.clone();
     bad["ipam"]["ranges"] = json!([]);
-    run(&ours(), "ADD", &cid, &h, &cont, "eth0", &bad).err();
+    plugin.run("ADD", &cid, &cont, &bad).err();
     assert_eq!(host_side(&h), before);
     assert!(!state_file(&cid, "eth0").exists());
     assert!(ping(&peer, "10.136.1.1"));
@@ -489,7 +480,7 @@ fn a_failed_add_and_a_gone_netns_leave_the_host_side_as_it_was() {
             "link", "add", "eth0", "type", "veth", "peer", "name", "hdy0",
         ],
     );
-    run(&ours(), "ADD", &cid, &h, &cont, "eth0", &c).err();
+    plugin.run("ADD", &cid, &cont, &c).err();
     assert_eq!(host_side(&h), before);
     cont.exec_ok("ip", &["link", "del", "eth0"]);
     // The container has a link named as the device's host name: the device
@@ -498,14 +489,14 @@ fn a_failed_add_and_a_gone_netns_leave_the_host_side_as_it_was() {
         "ip",
         &["link", "add", DEV, "type", "veth", "peer", "name", "hdx0"],
     );
-    run(&ours(), "ADD", &cid, &h, &cont, "eth0", &c).ok();
+    plugin.add(&cid, &cont, &c);
     assert_eq!(link(&cont, "eth0")["ifalias"], DEV);
-    run(&ours(), "DEL", &cid, &h, &cont, "eth0", &c).ok();
+    plugin.del(&cid, &cont, &c);
     assert_eq!(host_side(&h), before);
     assert!(link(&cont, DEV).is_object());
     // The netns goes away with the device in it (a veth dies with it): DEL
     // succeeds and drops the saved state.
-    run(&ours(), "ADD", &cid, &h, &cont, "eth0", &c).ok();
+    plugin.add(&cid, &cont, &c);
     assert!(state_file(&cid, "eth0").is_file());
     let path = cont.path();
     drop(cont);
@@ -529,11 +520,12 @@ fn gc_drops_the_saved_state_of_invalid_attachments_of_its_network() {
         return;
     }
     let (h, _peer) = configured_host();
+    let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("hd9");
     let cont = Netns::new("hdc");
     let (kept, stale) = (unique("iface15"), unique("iface15"));
     let c = hd136(&data, 9);
-    run(&ours(), "ADD", &kept, &h, &cont, "eth0", &c).ok();
+    plugin.add(&kept, &cont, &c);
     // A file of another network's attachment and a stale one of ours.
     let foreign = state_file(&stale, "net9");
     std::fs::write(&foreign, br#"{"network":"other"}"#).unwrap();
@@ -551,7 +543,7 @@ fn gc_drops_the_saved_state_of_invalid_attachments_of_its_network() {
     assert!(!ours_stale.exists());
     assert!(foreign.exists());
     std::fs::remove_file(&foreign).unwrap();
-    run(&ours(), "DEL", &kept, &h, &cont, "eth0", &c).ok();
+    plugin.del(&kept, &cont, &c);
     assert!(!state_file(&kept, "eth0").exists());
 }
 
@@ -561,17 +553,18 @@ fn del_finishes_what_a_killed_del_left() {
         return;
     }
     let (h, peer) = configured_host();
+    let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("hd10");
     let cont = Netns::new("hdc");
     let cid = unique("iface15");
     let before = host_side(&h);
     let c = hd136(&data, 10);
-    run(&ours(), "ADD", &cid, &h, &cont, "eth0", &c).ok();
+    plugin.add(&cid, &cont, &c);
     // Where a DEL killed between its rename in the container and the move
     // leaves the device: down, under its host name, the alias still set.
     cont.exec_ok("ip", &["link", "set", "eth0", "down"]);
     cont.exec_ok("ip", &["link", "set", "eth0", "name", DEV]);
-    run(&ours(), "DEL", &cid, &h, &cont, "eth0", &c).ok();
+    plugin.del(&cid, &cont, &c);
     assert_eq!(host_side(&h), before);
     assert!(container_links(&cont).is_empty());
     assert!(!state_file(&cid, "eth0").exists());

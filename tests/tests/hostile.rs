@@ -27,6 +27,7 @@ mod common;
 use common::{
     Out, cni_env, diff, files_under, os, run_plugin, say, set_at, set_env, snapshot, unset_env,
 };
+use rcni_tests::iface_util::skip_unless_kind;
 use rcni_tests::tempdir::TempDir;
 use rcni_tests::{FIREWALL_TOOLS, Netns, bin, bin_dir, skip_unless, skip_unless_root, unique};
 use serde_json::{Value, json};
@@ -1259,15 +1260,9 @@ fn hostile_host_device() {
     hostile(&w, base, keys, Traits::LINK, &[]);
 }
 
-/// ipvlan, vlan and dummy: a kind this kernel may lack (scripts/vmtest
-/// runs them where it has it).
-fn skip_link_kind(test: &str, kind: &str) -> bool {
-    skip_unless_root(test) || rcni_tests::iface_util::skip_without_kind(test, kind)
-}
-
 #[test]
 fn hostile_ipvlan() {
-    if skip_link_kind("hostile_ipvlan", "ipvlan") {
+    if skip_unless_kind("hostile_ipvlan", "ipvlan") {
         return;
     }
     let w = World::new("ipvlan", 25);
@@ -1294,7 +1289,7 @@ fn hostile_ipvlan() {
 
 #[test]
 fn hostile_vlan() {
-    if skip_link_kind("hostile_vlan", "vlan") {
+    if skip_unless_kind("hostile_vlan", "vlan") {
         return;
     }
     let w = World::new("vlan", 26);
@@ -1319,7 +1314,7 @@ fn hostile_vlan() {
 
 #[test]
 fn hostile_dummy() {
-    if skip_link_kind("hostile_dummy", "dummy") {
+    if skip_unless_kind("hostile_dummy", "dummy") {
         return;
     }
     let w = World::new("dummy", 27);
@@ -1911,7 +1906,7 @@ fn hostile_dhcp() {
 
 #[test]
 fn hostile_vrf() {
-    if skip_link_kind("hostile_vrf", "vrf") {
+    if skip_unless_kind("hostile_vrf", "vrf") {
         return;
     }
     let mut w = World::new("vrf", 34);

@@ -8,9 +8,10 @@
 
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::iface_util::{
-    MASTER, Segment, conf, first_ip, link, ping, run, skip_without_kind, with_prev,
+    MASTER, Segment, conf, container_links, first_ip, link, master_conf, ping, skip_unless_kind,
+    with_prev,
 };
-use rcni_tests::{Invocation, Netns, bin, go_bin, skip_unless_root};
+use rcni_tests::{Netns, bin, error_msg, go_bin};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -18,29 +19,13 @@ fn ours() -> PathBuf {
     bin("ipvlan")
 }
 
-fn skip(test: &str) -> bool {
-    skip_unless_root(test) || skip_without_kind(test, "ipvlan")
-}
-
 fn iv(data: &DataDir, n: u8, extra: Value) -> Value {
-    let mut extra = extra;
-    if extra.get("master").is_none() {
-        extra["master"] = json!(MASTER);
-    }
-    conf(
-        "ipvlan",
-        data,
-        "1.0.0",
-        Some(&format!("10.124.{n}.0/24")),
-        extra,
-    )
+    master_conf("ipvlan", data, Some(n), extra)
 }
 
-fn container_links(cont: &Netns) -> Vec<String> {
-    cont.link_names()
-        .into_iter()
-        .filter(|n| n != "lo")
-        .collect()
+/// Root and a kernel with ipvlan links.
+fn skip(test: &str) -> bool {
+    skip_unless_kind(test, "ipvlan")
 }
 
 #[test]
@@ -49,11 +34,12 @@ fn l2_containers_reach_each_other_and_the_segment() {
         return;
     }
     let seg = Segment::new("ivh", "10.124.21");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("iv1");
     let (a, b) = (Netns::new("ivc"), Netns::new("ivc"));
     let c = iv(&data, 21, json!({"dns": {"nameservers": ["10.124.21.53"]}}));
-    let ra = run(&ours(), "ADD", "c-a", &seg.host, &a, "eth0", &c).ok();
-    let rb = run(&ours(), "ADD", "c-b", &seg.host, &b, "eth0", &c).ok();
+    let ra = plugin.add("c-a", &a, &c);
+    let rb = plugin.add("c-b", &b, &c);
     let l = link(&a, "eth0");
     assert_eq!(l["linkinfo"]["info_kind"], "ipvlan");
     assert_eq!(l["linkinfo"]["info_data"]["mode"], "l2");
@@ -69,25 +55,16 @@ fn l2_containers_reach_each_other_and_the_segment() {
     assert!(ping(&b, &seg.peer_ip()), "b -> peer");
 
     let ca = with_prev(&c, &ra);
-    run(&ours(), "CHECK", "c-a", &seg.host, &a, "eth0", &ca).ok();
+    plugin.run("CHECK", "c-a", &a, &ca).ok();
     let mut l3 = ca.clone();
     l3["mode"] = json!("l3");
-    let e = run(&ours(), "CHECK", "c-a", &seg.host, &a, "eth0", &l3).err();
+    let e = plugin.run("CHECK", "c-a", &a, &l3).err();
     assert_eq!(
         e["msg"],
         "Container IPVlan mode l2 does not match expected value: l3"
     );
-    run(&ours(), "DEL", "c-a", &seg.host, &a, "eth0", &ca).ok();
-    run(
-        &ours(),
-        "DEL",
-        "c-b",
-        &seg.host,
-        &b,
-        "eth0",
-        &with_prev(&c, &rb),
-    )
-    .ok();
+    plugin.del("c-a", &a, &ca);
+    plugin.del("c-b", &b, &with_prev(&c, &rb));
     assert!(container_links(&a).is_empty() && container_links(&b).is_empty());
     assert!(data.reservations().is_empty());
 }
@@ -98,38 +75,23 @@ fn l3_and_l3s_modes() {
         return;
     }
     let seg = Segment::new("ivh", "10.124.22");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("iv2");
     for mode in ["l3", "l3s"] {
         let (a, b) = (Netns::new("ivc"), Netns::new("ivc"));
         let c = iv(&data, 22, json!({"mode": mode}));
-        let ra = run(&ours(), "ADD", "c-a", &seg.host, &a, "eth0", &c).ok();
-        let rb = run(&ours(), "ADD", "c-b", &seg.host, &b, "eth0", &c).ok();
+        let ra = plugin.add("c-a", &a, &c);
+        let rb = plugin.add("c-b", &b, &c);
         assert_eq!(link(&a, "eth0")["linkinfo"]["info_data"]["mode"], mode);
         assert!(ping(&a, &first_ip(&rb)), "{mode}: a -> b");
-        run(
-            &ours(),
-            "CHECK",
-            "c-a",
-            &seg.host,
-            &a,
-            "eth0",
-            &with_prev(&c, &ra),
-        )
-        .ok();
-        run(&ours(), "DEL", "c-a", &seg.host, &a, "eth0", &c).ok();
-        run(&ours(), "DEL", "c-b", &seg.host, &b, "eth0", &c).ok();
+        plugin.check("c-a", &a, &c, &ra).ok();
+        plugin.del("c-a", &a, &c);
+        plugin.del("c-b", &b, &c);
     }
     let cont = Netns::new("ivc");
-    let e = run(
-        &ours(),
-        "ADD",
-        "c-x",
-        &seg.host,
-        &cont,
-        "eth0",
-        &iv(&data, 22, json!({"mode": "l4"})),
-    )
-    .err();
+    let e = plugin
+        .run("ADD", "c-x", &cont, &iv(&data, 22, json!({"mode": "l4"})))
+        .err();
     assert_eq!(e["msg"], r#"unknown ipvlan mode: "l4""#);
     assert!(data.reservations().is_empty());
 }
@@ -140,6 +102,7 @@ fn chained_on_a_previous_result() {
         return;
     }
     let seg = Segment::new("ivh", "10.124.23");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("iv3");
     let cont = Netns::new("ivc");
     // No master and no ipam: the master is the previous result's only
@@ -151,17 +114,17 @@ fn chained_on_a_previous_result() {
         "ips": [{"address": "10.124.23.7/24", "gateway": "10.124.23.254", "interface": 0}],
         "routes": [{"dst": "192.0.2.0/24"}],
     });
-    let r = run(&ours(), "ADD", "c-ch", &seg.host, &cont, "eth0", &c).ok();
+    let r = plugin.add("c-ch", &cont, &c);
     assert_eq!(r["ips"][0]["address"], "10.124.23.7/24");
     assert_eq!(r["interfaces"][0]["name"], "eth0");
     assert!(cont.addrs("eth0").contains("10.124.23.7/24"));
     assert!(ping(&cont, &seg.peer_ip()), "chained -> peer");
-    run(&ours(), "DEL", "c-ch", &seg.host, &cont, "eth0", &c).ok();
+    plugin.del("c-ch", &cont, &c);
     assert!(container_links(&cont).is_empty());
     for interfaces in [json!([]), json!([{"name": "a"}, {"name": "b"}])] {
         let mut bad = c.clone();
         bad["prevResult"]["interfaces"] = interfaces;
-        let e = run(&ours(), "ADD", "c-ch", &seg.host, &cont, "eth0", &bad).err();
+        let e = plugin.run("ADD", "c-ch", &cont, &bad).err();
         assert_eq!(
             e["msg"],
             "chained master failure. PrevResult lacks a single named interface"
@@ -175,30 +138,22 @@ fn failures_undo_and_del_is_idempotent() {
         return;
     }
     let seg = Segment::new("ivh", "10.124.24");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("iv4");
     let cont = Netns::new("ivc");
     // MTU above the parent's (the reference does not check, #393).
-    let e = run(
-        &ours(),
-        "ADD",
-        "c-f",
-        &seg.host,
-        &cont,
-        "eth0",
-        &iv(&data, 24, json!({"mtu": 1501})),
-    )
-    .err();
+    let e = plugin
+        .run("ADD", "c-f", &cont, &iv(&data, 24, json!({"mtu": 1501})))
+        .err();
     assert_eq!(e["msg"], "invalid MTU 1501, must be [0, master MTU(1500)]");
-    let e = run(
-        &ours(),
-        "ADD",
-        "c-f",
-        &seg.host,
-        &cont,
-        "eth0",
-        &iv(&data, 24, json!({"master": "nope0"})),
-    )
-    .err();
+    let e = plugin
+        .run(
+            "ADD",
+            "c-f",
+            &cont,
+            &iv(&data, 24, json!({"master": "nope0"})),
+        )
+        .err();
     assert_eq!(
         e["msg"],
         r#"failed to lookup master "nope0": Link not found"#
@@ -210,13 +165,13 @@ fn failures_undo_and_del_is_idempotent() {
         &["link", "add", "eth0", "type", "veth", "peer", "name", "x0"],
     );
     let c = iv(&data, 24, json!({}));
-    let e = run(&ours(), "ADD", "c-f", &seg.host, &cont, "eth0", &c).err();
-    assert!(e["msg"].as_str().unwrap().contains("file exists"), "{e}");
+    let e = plugin.run("ADD", "c-f", &cont, &c).err();
+    assert!(error_msg(&e).contains("file exists"), "{e}");
     assert_eq!(container_links(&cont), ["eth0", "x0"]);
     cont.exec_ok("ip", &["link", "del", "eth0"]);
     let mut bad = c.clone();
     bad["ipam"]["ranges"] = json!([]);
-    run(&ours(), "ADD", "c-f", &seg.host, &cont, "eth0", &bad).err();
+    plugin.run("ADD", "c-f", &cont, &bad).err();
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
     // A parent carrying macvlans cannot carry ipvlans.
     seg.host.exec_ok(
@@ -225,44 +180,26 @@ fn failures_undo_and_del_is_idempotent() {
             "link", "add", "link", MASTER, "name", "mv9", "type", "macvlan",
         ],
     );
-    let e = run(&ours(), "ADD", "c-f", &seg.host, &cont, "eth0", &c).err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .starts_with("failed to create ipvlan"),
-        "{e}"
-    );
+    let e = plugin.run("ADD", "c-f", &cont, &c).err();
+    assert!(error_msg(&e).starts_with("failed to create ipvlan"), "{e}");
     seg.host.exec_ok("ip", &["link", "del", "mv9"]);
 
     // DEL: twice; netns gone; without master, default route or prevResult
     // (the reference fails there).
-    run(&ours(), "ADD", "c-d", &seg.host, &cont, "eth0", &c).ok();
-    run(&ours(), "DEL", "c-d", &seg.host, &cont, "eth0", &c).ok();
-    run(&ours(), "DEL", "c-d", &seg.host, &cont, "eth0", &c).ok();
-    let path = {
-        let gone = Netns::new("ivc");
-        run(&ours(), "ADD", "c-g", &seg.host, &gone, "eth0", &c).ok();
-        gone.path()
-    };
-    Invocation::new(ours(), "DEL")
-        .env("CNI_CONTAINERID", "c-g")
-        .env("CNI_NETNS", path.display().to_string())
-        .env("CNI_IFNAME", "eth0")
-        .in_host(&seg.host)
-        .config(&c)
-        .run()
-        .ok();
+    plugin.add("c-d", &cont, &c);
+    plugin.del("c-d", &cont, &c);
+    plugin.del("c-d", &cont, &c);
+    plugin.del_after_netns_gone("ivc", "c-g", &c);
     let mut no_master = c.clone();
     no_master.as_object_mut().unwrap().remove("master");
-    run(&ours(), "DEL", "c-g", &seg.host, &cont, "eth0", &no_master).ok();
+    plugin.del("c-g", &cont, &no_master);
     assert!(data.reservations().is_empty());
 
     // L2 without IPAM (the reference refuses, #572).
     let l2 = conf("ipvlan", &data, "1.0.0", None, json!({"master": MASTER}));
-    let r = run(&ours(), "ADD", "c-l2", &seg.host, &cont, "eth0", &l2).ok();
+    let r = plugin.add("c-l2", &cont, &l2);
     assert!(r.get("ips").is_none(), "{r}");
-    run(&ours(), "DEL", "c-l2", &seg.host, &cont, "eth0", &l2).ok();
+    plugin.del("c-l2", &cont, &l2);
     assert!(container_links(&cont).is_empty());
 }
 
@@ -287,13 +224,14 @@ fn kernel_state_like_go() {
         )
     };
     let mut states = Vec::new();
-    for plugin in [ours(), go] {
+    for path in [ours(), go] {
+        let plugin = seg.plugin(path);
         let data = DataDir::new("iv5");
         let cont = Netns::new("ivc");
         let c = iv(&data, 25, json!({"mode": "l3", "mtu": 1400}));
-        run(&plugin, "ADD", "c-go", &seg.host, &cont, "eth0", &c).ok();
+        plugin.add("c-go", &cont, &c);
         states.push(state(&cont));
-        run(&plugin, "DEL", "c-go", &seg.host, &cont, "eth0", &c).ok();
+        plugin.del("c-go", &cont, &c);
         assert!(container_links(&cont).is_empty());
     }
     assert_eq!(states[0], states[1], "ours vs Go");

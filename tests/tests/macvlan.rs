@@ -9,9 +9,10 @@
 
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::iface_util::{
-    MASTER, PEER, Segment, conf, eventually, first_ip, link, neighbour, ping, run, with_prev,
+    MASTER, PEER, Segment, container_links, eventually, first_ip, link, master_conf, neighbour,
+    ping, with_prev,
 };
-use rcni_tests::{Invocation, Netns, bin, go_bin, skip_unless_root};
+use rcni_tests::{Invocation, Netns, bin, error_msg, go_bin, skip_unless_root};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -20,36 +21,12 @@ fn ours() -> PathBuf {
 }
 
 fn mv(data: &DataDir, n: u8, extra: Value) -> Value {
-    let subnet = format!("10.124.{n}.0/24");
-    let mut extra = extra;
-    if extra.get("master").is_none() {
-        extra["master"] = json!(MASTER);
-    }
-    conf("macvlan", data, "1.0.0", Some(&subnet), extra)
+    master_conf("macvlan", data, Some(n), extra)
 }
 
+/// Without IPAM.
 fn l2(data: &DataDir, extra: Value) -> Value {
-    let mut extra = extra;
-    if extra.get("master").is_none() {
-        extra["master"] = json!(MASTER);
-    }
-    conf("macvlan", data, "1.0.0", None, extra)
-}
-
-fn add(seg: &Segment, cont: &Netns, cid: &str, c: &Value) -> Value {
-    run(&ours(), "ADD", cid, &seg.host, cont, "eth0", c).ok()
-}
-
-fn del(seg: &Segment, cont: &Netns, cid: &str, c: &Value) {
-    run(&ours(), "DEL", cid, &seg.host, cont, "eth0", c).ok();
-}
-
-/// Links of the container other than `lo`.
-fn container_links(cont: &Netns) -> Vec<String> {
-    cont.link_names()
-        .into_iter()
-        .filter(|n| n != "lo")
-        .collect()
+    master_conf("macvlan", data, None, extra)
 }
 
 #[test]
@@ -58,11 +35,12 @@ fn bridge_mode_containers_reach_each_other_and_the_segment() {
         return;
     }
     let seg = Segment::new("mvh", "10.124.1");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("mv1");
     let (a, b) = (Netns::new("mvc"), Netns::new("mvc"));
     let c = mv(&data, 1, json!({"dns": {"nameservers": ["10.124.1.53"]}}));
-    let ra = add(&seg, &a, "c-a", &c);
-    let rb = add(&seg, &b, "c-b", &c);
+    let ra = plugin.add("c-a", &a, &c);
+    let rb = plugin.add("c-b", &b, &c);
 
     // Result: one interface, the kernel's MAC, the sandbox, every IP on it,
     // the config's DNS.
@@ -102,36 +80,24 @@ fn bridge_mode_containers_reach_each_other_and_the_segment() {
 
     // CHECK passes, then fails on a changed mode, MAC or lost address.
     let ca = with_prev(&c, &ra);
-    run(&ours(), "CHECK", "c-a", &seg.host, &a, "eth0", &ca).ok();
+    plugin.run("CHECK", "c-a", &a, &ca).ok();
     let mut vepa = ca.clone();
     vepa["mode"] = json!("vepa");
-    let e = run(&ours(), "CHECK", "c-a", &seg.host, &a, "eth0", &vepa).err();
+    let e = plugin.run("CHECK", "c-a", &a, &vepa).err();
     assert_eq!(
         e["msg"],
         "container macvlan mode bridge does not match expected value: vepa"
     );
     let mut wrong_mac = ca.clone();
     wrong_mac["prevResult"]["interfaces"][0]["mac"] = json!("02:00:00:00:00:99");
-    let e = run(&ours(), "CHECK", "c-a", &seg.host, &a, "eth0", &wrong_mac).err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .contains("doesn't match container Mac"),
-        "{e}"
-    );
+    let e = plugin.run("CHECK", "c-a", &a, &wrong_mac).err();
+    assert!(error_msg(&e).contains("doesn't match container Mac"), "{e}");
     a.exec_ok("ip", &["addr", "flush", "dev", "eth0"]);
-    let e = run(&ours(), "CHECK", "c-a", &seg.host, &a, "eth0", &ca).err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .starts_with("Failed to match addr"),
-        "{e}"
-    );
+    let e = plugin.run("CHECK", "c-a", &a, &ca).err();
+    assert!(error_msg(&e).starts_with("Failed to match addr"), "{e}");
 
-    del(&seg, &a, "c-a", &with_prev(&c, &ra));
-    del(&seg, &b, "c-b", &with_prev(&c, &rb));
+    plugin.del("c-a", &a, &with_prev(&c, &ra));
+    plugin.del("c-b", &b, &with_prev(&c, &rb));
     assert!(container_links(&a).is_empty() && container_links(&b).is_empty());
     assert!(data.reservations().is_empty());
 }
@@ -142,55 +108,34 @@ fn modes_and_bcqueuelen() {
         return;
     }
     let seg = Segment::new("mvh", "10.124.2");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("mv2");
     for mode in ["bridge", "private", "vepa", "passthru"] {
         let cont = Netns::new("mvc");
         let c = l2(&data, json!({"mode": mode, "bcqueuelen": 100}));
-        let r = add(&seg, &cont, "c-m", &c);
+        let r = plugin.add("c-m", &cont, &c);
         assert!(r["ips"].as_array().is_none_or(Vec::is_empty), "{r}");
         let l = link(&cont, "eth0");
         assert_eq!(l["linkinfo"]["info_data"]["mode"], mode);
         assert_eq!(l["linkinfo"]["info_data"]["bcqueuelen"], 100);
-        run(
-            &ours(),
-            "CHECK",
-            "c-m",
-            &seg.host,
-            &cont,
-            "eth0",
-            &with_prev(&c, &r),
-        )
-        .ok();
-        del(&seg, &cont, "c-m", &c);
+        plugin.check("c-m", &cont, &c, &r).ok();
+        plugin.del("c-m", &cont, &c);
         assert!(container_links(&cont).is_empty());
     }
     // passthru takes the whole parent: a second child is refused, and
     // nothing is left of it.
     let (a, b) = (Netns::new("mvc"), Netns::new("mvc"));
     let c = l2(&data, json!({"mode": "passthru"}));
-    add(&seg, &a, "c-p1", &c);
-    let e = run(&ours(), "ADD", "c-p2", &seg.host, &b, "eth0", &c).err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .starts_with("failed to create macvlan"),
-        "{e}"
-    );
+    plugin.add("c-p1", &a, &c);
+    let e = plugin.run("ADD", "c-p2", &b, &c).err();
+    assert!(error_msg(&e).starts_with("failed to create macvlan"), "{e}");
     assert!(container_links(&b).is_empty() && seg.host.veths().is_empty());
-    del(&seg, &a, "c-p1", &c);
+    plugin.del("c-p1", &a, &c);
     // Modes are case-sensitive, and `source` is not offered.
     for bad in ["PRIVATE", "source"] {
-        let e = run(
-            &ours(),
-            "ADD",
-            "c-x",
-            &seg.host,
-            &b,
-            "eth0",
-            &l2(&data, json!({"mode": bad})),
-        )
-        .err();
+        let e = plugin
+            .run("ADD", "c-x", &b, &l2(&data, json!({"mode": bad})))
+            .err();
         assert_eq!(e["msg"], format!("unknown macvlan mode: {bad:?}"));
     }
 }
@@ -201,10 +146,11 @@ fn l2_without_ipam() {
         return;
     }
     let seg = Segment::new("mvh", "10.124.3");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("mv3");
     let cont = Netns::new("mvc");
     let c = l2(&data, json!({}));
-    let r = add(&seg, &cont, "c-l2", &c);
+    let r = plugin.add("c-l2", &cont, &c);
     assert_eq!(r["interfaces"][0]["name"], "eth0");
     assert!(
         r.get("ips")
@@ -216,24 +162,15 @@ fn l2_without_ipam() {
     assert!(cont.addrs("eth0").is_empty());
     // No announcement sysctls on the L2 path, as the reference.
     assert_eq!(cont.sysctl("net/ipv4/conf/eth0/arp_notify"), "0");
-    run(
-        &ours(),
-        "CHECK",
-        "c-l2",
-        &seg.host,
-        &cont,
-        "eth0",
-        &with_prev(&c, &r),
-    )
-    .ok();
-    del(&seg, &cont, "c-l2", &c);
+    plugin.check("c-l2", &cont, &c, &r).ok();
+    plugin.del("c-l2", &cont, &c);
     assert!(container_links(&cont).is_empty());
 
     // 0.2.0 cannot carry a result without IPs: an error, and no link left
     // (the reference leaves it up in the container).
     let mut old = c.clone();
     old["cniVersion"] = json!("0.2.0");
-    let e = run(&ours(), "ADD", "c-old", &seg.host, &cont, "eth0", &old).err();
+    let e = plugin.run("ADD", "c-old", &cont, &old).err();
     assert_eq!(e["msg"], "cannot convert: no valid IP addresses");
     assert!(container_links(&cont).is_empty());
 }
@@ -244,19 +181,20 @@ fn mtu_follows_and_is_bounded_by_the_parent() {
         return;
     }
     let seg = Segment::new("mvh", "10.124.4");
+    let plugin = seg.plugin(ours());
     seg.host
         .exec_ok("ip", &["link", "set", MASTER, "mtu", "1400"]);
     let data = DataDir::new("mv4");
     let cont = Netns::new("mvc");
     for (mtu, want) in [(0, 1400), (1300, 1300), (1400, 1400)] {
         let c = l2(&data, json!({"mtu": mtu}));
-        add(&seg, &cont, "c-mtu", &c);
+        plugin.add("c-mtu", &cont, &c);
         assert_eq!(link(&cont, "eth0")["mtu"], want, "mtu {mtu}");
-        del(&seg, &cont, "c-mtu", &c);
+        plugin.del("c-mtu", &cont, &c);
     }
     for bad in [1401, 9000, -1] {
         let c = mv(&data, 4, json!({"mtu": bad}));
-        let e = run(&ours(), "ADD", "c-mtu", &seg.host, &cont, "eth0", &c).err();
+        let e = plugin.run("ADD", "c-mtu", &cont, &c).err();
         assert_eq!(
             e["msg"],
             format!("invalid MTU {bad}, must be [0, master MTU(1400)]")
@@ -269,14 +207,8 @@ fn mtu_follows_and_is_bounded_by_the_parent() {
     }
     for bad in [json!(1400.0), json!("1400")] {
         let c = l2(&data, json!({"mtu": bad}));
-        let e = run(&ours(), "ADD", "c-mtu", &seg.host, &cont, "eth0", &c).err();
-        assert!(
-            e["msg"]
-                .as_str()
-                .unwrap()
-                .starts_with("failed to load netconf"),
-            "{e}"
-        );
+        let e = plugin.run("ADD", "c-mtu", &cont, &c).err();
+        assert!(error_msg(&e).starts_with("failed to load netconf"), "{e}");
     }
 }
 
@@ -286,6 +218,7 @@ fn mac_from_config_cni_args_and_runtime_config() {
         return;
     }
     let seg = Segment::new("mvh", "10.124.5");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("mv5");
     let cont = Netns::new("mvc");
     let (conf_mac, args_mac, rt_mac) = (
@@ -318,12 +251,12 @@ fn mac_from_config_cni_args_and_runtime_config() {
         let r = inv.run().ok();
         assert_eq!(r["interfaces"][0]["mac"], want);
         assert_eq!(link(&cont, "eth0")["address"], want);
-        del(&seg, &cont, "c-mac", &c);
+        plugin.del("c-mac", &cont, &c);
     }
     // A bad MAC, or an unknown CNI_ARGS key without IgnoreUnknown: errors
     // before anything is made.
     let c = mv(&data, 5, json!({"mac": "zz"}));
-    let e = run(&ours(), "ADD", "c-mac", &seg.host, &cont, "eth0", &c).err();
+    let e = plugin.run("ADD", "c-mac", &cont, &c).err();
     assert_eq!(
         e["msg"],
         "invalid args zz for MAC addr: address zz: invalid MAC address"
@@ -345,6 +278,7 @@ fn failures_undo_everything() {
         return;
     }
     let seg = Segment::new("mvh", "10.124.6");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("mv6");
     let cont = Netns::new("mvc");
     // CNI_IFNAME taken in the container: error, no temporary link, the
@@ -354,41 +288,33 @@ fn failures_undo_everything() {
         &["link", "add", "eth0", "type", "veth", "peer", "name", "x0"],
     );
     let c = mv(&data, 6, json!({}));
-    let e = run(&ours(), "ADD", "c-f", &seg.host, &cont, "eth0", &c).err();
-    assert!(e["msg"].as_str().unwrap().contains("file exists"), "{e}");
+    let e = plugin.run("ADD", "c-f", &cont, &c).err();
+    assert!(error_msg(&e).contains("file exists"), "{e}");
     assert_eq!(container_links(&cont), ["eth0", "x0"]);
     assert!(data.reservations().is_empty());
     cont.exec_ok("ip", &["link", "del", "eth0"]);
     // IPAM fails: no link left (the reference leaves eth0 behind).
     let mut bad_ipam = c.clone();
     bad_ipam["ipam"]["ranges"] = json!([]);
-    let e = run(&ours(), "ADD", "c-f", &seg.host, &cont, "eth0", &bad_ipam).err();
-    assert!(e["msg"].as_str().unwrap().contains("no IP ranges"), "{e}");
+    let e = plugin.run("ADD", "c-f", &cont, &bad_ipam).err();
+    assert!(error_msg(&e).contains("no IP ranges"), "{e}");
     assert!(container_links(&cont).is_empty());
     // A route IPAM asks for cannot be added: the address is released and
     // the link deleted.
     let mut bad_route = c.clone();
     bad_route["ipam"]["routes"] = json!([{"dst": "192.0.2.0/24", "gw": "198.51.100.1"}]);
-    let e = run(&ours(), "ADD", "c-f", &seg.host, &cont, "eth0", &bad_route).err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .starts_with("failed to add route"),
-        "{e}"
-    );
+    let e = plugin.run("ADD", "c-f", &cont, &bad_route).err();
+    assert!(error_msg(&e).starts_with("failed to add route"), "{e}");
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
     // Missing master, missing netns.
-    let e = run(
-        &ours(),
-        "ADD",
-        "c-f",
-        &seg.host,
-        &cont,
-        "eth0",
-        &mv(&data, 6, json!({"master": "nope0"})),
-    )
-    .err();
+    let e = plugin
+        .run(
+            "ADD",
+            "c-f",
+            &cont,
+            &mv(&data, 6, json!({"master": "nope0"})),
+        )
+        .err();
     assert_eq!(
         e["msg"],
         r#"failed to lookup master "nope0": Link not found"#
@@ -401,10 +327,7 @@ fn failures_undo_everything() {
         .run()
         .err();
     assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .starts_with(r#"failed to open netns "/run/netns/mv-no-such-ns""#),
+        error_msg(&e).starts_with(r#"failed to open netns "/run/netns/mv-no-such-ns""#),
         "{e}"
     );
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
@@ -417,27 +340,16 @@ fn del_is_idempotent() {
         return;
     }
     let seg = Segment::new("mvh", "10.124.7");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("mv7");
     let c = mv(&data, 7, json!({}));
     // Twice; with the netns gone; with CNI_NETNS empty (IPAM still released).
     let cont = Netns::new("mvc");
-    add(&seg, &cont, "c-d", &c);
-    del(&seg, &cont, "c-d", &c);
-    del(&seg, &cont, "c-d", &c);
-    let path = {
-        let gone = Netns::new("mvc");
-        add(&seg, &gone, "c-g", &c);
-        gone.path()
-    };
-    Invocation::new(ours(), "DEL")
-        .env("CNI_CONTAINERID", "c-g")
-        .env("CNI_NETNS", path.display().to_string())
-        .env("CNI_IFNAME", "eth0")
-        .in_host(&seg.host)
-        .config(&c)
-        .run()
-        .ok();
-    add(&seg, &cont, "c-e", &c);
+    plugin.add("c-d", &cont, &c);
+    plugin.del("c-d", &cont, &c);
+    plugin.del("c-d", &cont, &c);
+    plugin.del_after_netns_gone("mvc", "c-g", &c);
+    plugin.add("c-e", &cont, &c);
     Invocation::new(ours(), "DEL")
         .env("CNI_CONTAINERID", "c-e")
         .env("CNI_IFNAME", "eth0")
@@ -445,13 +357,13 @@ fn del_is_idempotent() {
         .config(&c)
         .run()
         .ok();
-    del(&seg, &cont, "c-e", &c);
+    plugin.del("c-e", &cont, &c);
     // The parent gone takes the macvlan with it; DEL still succeeds and
     // releases the address (1.1.1 failed here: `Link not found`).
-    add(&seg, &cont, "c-m", &c);
+    plugin.add("c-m", &cont, &c);
     seg.host.exec_ok("ip", &["link", "del", MASTER]);
     assert!(container_links(&cont).is_empty());
-    del(&seg, &cont, "c-m", &c);
+    plugin.del("c-m", &cont, &c);
     assert!(data.reservations().is_empty());
 }
 
@@ -461,12 +373,13 @@ fn default_master_and_link_in_container() {
         return;
     }
     let seg = Segment::new("mvh", "10.124.8");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("mv8");
     let cont = Netns::new("mvc");
     // No master and no default route.
     let mut c = mv(&data, 8, json!({}));
     c.as_object_mut().unwrap().remove("master");
-    let e = run(&ours(), "ADD", "c-dm", &seg.host, &cont, "eth0", &c).err();
+    let e = plugin.run("ADD", "c-dm", &cont, &c).err();
     assert_eq!(e["msg"], "no default route interface found");
     // The default route's interface.
     seg.host
@@ -483,11 +396,11 @@ fn default_master_and_link_in_container() {
             MASTER,
         ],
     );
-    add(&seg, &cont, "c-dm", &c);
+    plugin.add("c-dm", &cont, &c);
     let l = link(&cont, "eth0");
     let master = link(&seg.host, MASTER);
     assert_eq!(l["link_index"], master["ifindex"]);
-    del(&seg, &cont, "c-dm", &c);
+    plugin.del("c-dm", &cont, &c);
 
     // linkInContainer: the parent is a link in the container itself.
     cont.exec_ok(
@@ -496,33 +409,22 @@ fn default_master_and_link_in_container() {
     );
     cont.exec_ok("ip", &["link", "set", "cm0", "up"]);
     let c = mv(&data, 8, json!({"master": "cm0", "linkInContainer": true}));
-    let r = add(&seg, &cont, "c-lic", &c);
+    let r = plugin.add("c-lic", &cont, &c);
     let l = link(&cont, "eth0");
     assert_eq!(l["link"], "cm0");
     assert_eq!(l["linkinfo"]["info_kind"], "macvlan");
-    run(
-        &ours(),
-        "CHECK",
-        "c-lic",
-        &seg.host,
-        &cont,
-        "eth0",
-        &with_prev(&c, &r),
-    )
-    .ok();
-    del(&seg, &cont, "c-lic", &c);
+    plugin.check("c-lic", &cont, &c, &r).ok();
+    plugin.del("c-lic", &cont, &c);
     assert_eq!(link(&cont, "eth0"), Value::Null);
     // Without linkInContainer the same master is looked up on the host.
-    let e = run(
-        &ours(),
-        "ADD",
-        "c-lic",
-        &seg.host,
-        &cont,
-        "eth0",
-        &mv(&data, 8, json!({"master": "cm0"})),
-    )
-    .err();
+    let e = plugin
+        .run(
+            "ADD",
+            "c-lic",
+            &cont,
+            &mv(&data, 8, json!({"master": "cm0"})),
+        )
+        .err();
     assert_eq!(e["msg"], r#"failed to lookup master "cm0": Link not found"#);
     assert!(data.reservations().is_empty());
 }
@@ -534,6 +436,7 @@ fn ipv6_and_kernel_state_like_go() {
     }
     // Dual stack: a v6 address, ndisc_notify, traffic to the peer over v6.
     let seg = Segment::new("mvh", "10.124.9");
+    let plugin = seg.plugin(ours());
     seg.host.exec_ok(
         "ip",
         &["addr", "add", "fd24:124::fe/64", "dev", PEER, "nodad"],
@@ -543,7 +446,7 @@ fn ipv6_and_kernel_state_like_go() {
     let mut c = mv(&data, 9, json!({}));
     c["ipam"]["ranges"] = json!([[{"subnet": "10.124.9.0/24"}], [{"subnet": "fd24:124::/64"}]]);
     c["ipam"]["routes"] = json!([{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]);
-    let r = add(&seg, &cont, "c-6", &c);
+    let r = plugin.add("c-6", &cont, &c);
     assert_eq!(r["ips"].as_array().unwrap().len(), 2, "{r}");
     assert!(ping(&cont, "fd24:124::fe"), "v6 to the peer");
     assert!(ping(&cont, &seg.peer_ip()), "v4 to the peer");
@@ -570,7 +473,7 @@ fn ipv6_and_kernel_state_like_go() {
         s
     };
     let ours_state = state(&cont);
-    del(&seg, &cont, "c-6", &c);
+    plugin.del("c-6", &cont, &c);
 
     let Some(go) = go_bin("macvlan") else {
         eprintln!("SKIP macvlan Go comparison: /usr/lib/cni/macvlan missing");
@@ -581,13 +484,14 @@ fn ipv6_and_kernel_state_like_go() {
     gc["name"] = json!(go_data.name());
     gc["ipam"]["dataDir"] = json!(go_data.path().display().to_string());
     let gcont = Netns::new("mvc");
-    let gr = run(&go, "ADD", "c-6", &seg.host, &gcont, "eth0", &gc).ok();
+    let go = seg.plugin(go);
+    let gr = go.add("c-6", &gcont, &gc);
     assert_eq!(
         gr["ips"], r["ips"],
         "same addresses from a fresh host-local"
     );
     assert_eq!(state(&gcont), ours_state, "kernel state: ours vs Go");
-    run(&go, "DEL", "c-6", &seg.host, &gcont, "eth0", &gc).ok();
+    go.del("c-6", &gcont, &gc);
 }
 
 #[test]
@@ -599,6 +503,7 @@ fn a_host_link_named_like_cni_ifname_is_no_obstacle() {
     // requesting namespace too: there the plugin falls back to a temporary
     // name and renames in the container (scripts/vmtest runs this on 6.1).
     let seg = Segment::new("mvh", "10.124.10");
+    let plugin = seg.plugin(ours());
     seg.host.exec_ok(
         "ip",
         &[
@@ -608,7 +513,7 @@ fn a_host_link_named_like_cni_ifname_is_no_obstacle() {
     let data = DataDir::new("mv10");
     let cont = Netns::new("mvc");
     let c = mv(&data, 10, json!({}));
-    let r = add(&seg, &cont, "c-n", &c);
+    let r = plugin.add("c-n", &cont, &c);
     assert_eq!(container_links(&cont), ["eth0"]);
     assert_eq!(link(&cont, "eth0")["linkinfo"]["info_kind"], "macvlan");
     assert_eq!(link(&seg.host, "eth0")["linkinfo"]["info_kind"], "veth");
@@ -616,16 +521,7 @@ fn a_host_link_named_like_cni_ifname_is_no_obstacle() {
         seg.host.veths().is_empty(),
         "no temporary link left on the host"
     );
-    run(
-        &ours(),
-        "CHECK",
-        "c-n",
-        &seg.host,
-        &cont,
-        "eth0",
-        &with_prev(&c, &r),
-    )
-    .ok();
-    del(&seg, &cont, "c-n", &c);
+    plugin.check("c-n", &cont, &c, &r).ok();
+    plugin.del("c-n", &cont, &c);
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
 }

@@ -9,9 +9,10 @@
 
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::iface_util::{
-    MASTER, PEER, Segment, conf, link, ping, run, skip_without_kind, with_prev,
+    MASTER, PEER, Segment, conf, container_links, link, master_conf, ping, skip_unless_kind,
+    with_prev,
 };
-use rcni_tests::{Netns, bin, go_bin, skip_unless_root};
+use rcni_tests::{Netns, bin, error_msg, go_bin};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -19,29 +20,13 @@ fn ours() -> PathBuf {
     bin("vlan")
 }
 
-fn skip(test: &str) -> bool {
-    skip_unless_root(test) || skip_without_kind(test, "vlan")
-}
-
 fn vl(data: &DataDir, n: u8, extra: Value) -> Value {
-    let mut extra = extra;
-    if extra.get("master").is_none() {
-        extra["master"] = json!(MASTER);
-    }
-    conf(
-        "vlan",
-        data,
-        "1.0.0",
-        Some(&format!("10.124.{n}.0/24")),
-        extra,
-    )
+    master_conf("vlan", data, Some(n), extra)
 }
 
-fn container_links(cont: &Netns) -> Vec<String> {
-    cont.link_names()
-        .into_iter()
-        .filter(|n| n != "lo")
-        .collect()
+/// Root and a kernel with vlan links.
+fn skip(test: &str) -> bool {
+    skip_unless_kind(test, "vlan")
 }
 
 #[test]
@@ -51,6 +36,7 @@ fn tagged_traffic_reaches_a_peer_vlan() {
     }
     // The untagged segment is 10.124.39/24; the tagged one 10.124.31/24.
     let seg = Segment::new("vlh", "10.124.39");
+    let plugin = seg.plugin(ours());
     seg.host.exec_ok(
         "ip",
         &[
@@ -67,7 +53,7 @@ fn tagged_traffic_reaches_a_peer_vlan() {
         31,
         json!({"vlanId": 124, "dns": {"nameservers": ["10.124.31.53"]}}),
     );
-    let r = run(&ours(), "ADD", "c1", &seg.host, &cont, "eth0", &c).ok();
+    let r = plugin.add("c1", &cont, &c);
     let l = link(&cont, "eth0");
     assert_eq!(l["linkinfo"]["info_kind"], "vlan");
     assert_eq!(l["linkinfo"]["info_data"]["id"], 124);
@@ -80,16 +66,16 @@ fn tagged_traffic_reaches_a_peer_vlan() {
         "tagged traffic to the peer's vlan 124"
     );
     let cp = with_prev(&c, &r);
-    run(&ours(), "CHECK", "c1", &seg.host, &cont, "eth0", &cp).ok();
+    plugin.run("CHECK", "c1", &cont, &cp).ok();
     let mut other = cp.clone();
     other["vlanId"] = json!(125);
-    let e = run(&ours(), "CHECK", "c1", &seg.host, &cont, "eth0", &other).err();
+    let e = plugin.run("CHECK", "c1", &cont, &other).err();
     assert_eq!(
         e["msg"],
         "Error: Container interface eth0 has VLAN id 124, configured 125"
     );
-    run(&ours(), "DEL", "c1", &seg.host, &cont, "eth0", &cp).ok();
-    run(&ours(), "DEL", "c1", &seg.host, &cont, "eth0", &cp).ok();
+    plugin.del("c1", &cont, &cp);
+    plugin.del("c1", &cont, &cp);
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
 }
 
@@ -99,21 +85,22 @@ fn ids_mtu_and_master() {
         return;
     }
     let seg = Segment::new("vlh", "10.124.32");
+    let plugin = seg.plugin(ours());
     seg.host
         .exec_ok("ip", &["link", "set", MASTER, "mtu", "1200"]);
     let data = DataDir::new("vl2");
     let cont = Netns::new("vlc");
     // 0 is accepted, as both Go versions accept it; MTU 0 = the parent's.
     let c = vl(&data, 32, json!({"vlanId": 0}));
-    run(&ours(), "ADD", "c2", &seg.host, &cont, "eth0", &c).ok();
+    plugin.add("c2", &cont, &c);
     let l = link(&cont, "eth0");
     assert_eq!(l["linkinfo"]["info_data"]["id"], 0);
     assert_eq!(l["mtu"], 1200);
-    run(&ours(), "DEL", "c2", &seg.host, &cont, "eth0", &c).ok();
+    plugin.del("c2", &cont, &c);
     let c = vl(&data, 32, json!({"vlanId": 4094, "mtu": 1100}));
-    run(&ours(), "ADD", "c2", &seg.host, &cont, "eth0", &c).ok();
+    plugin.add("c2", &cont, &c);
     assert_eq!(link(&cont, "eth0")["mtu"], 1100);
-    run(&ours(), "DEL", "c2", &seg.host, &cont, "eth0", &c).ok();
+    plugin.del("c2", &cont, &c);
     for (extra, want) in [
         (
             json!({"vlanId": 4095}),
@@ -140,35 +127,15 @@ fn ids_mtu_and_master() {
             r#"failed to lookup master "nope0": Link not found"#,
         ),
     ] {
-        let e = run(
-            &ours(),
-            "ADD",
-            "c2",
-            &seg.host,
-            &cont,
-            "eth0",
-            &vl(&data, 32, extra.clone()),
-        )
-        .err();
+        let e = plugin
+            .run("ADD", "c2", &cont, &vl(&data, 32, extra.clone()))
+            .err();
         assert_eq!(e["msg"], want, "{extra}");
     }
-    let e = run(
-        &ours(),
-        "ADD",
-        "c2",
-        &seg.host,
-        &cont,
-        "eth0",
-        &vl(&data, 32, json!({"vlanId": "10"})),
-    )
-    .err();
-    assert!(
-        e["msg"]
-            .as_str()
-            .unwrap()
-            .starts_with("failed to load netconf"),
-        "{e}"
-    );
+    let e = plugin
+        .run("ADD", "c2", &cont, &vl(&data, 32, json!({"vlanId": "10"})))
+        .err();
+    assert!(error_msg(&e).starts_with("failed to load netconf"), "{e}");
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
 }
 
@@ -178,6 +145,7 @@ fn failures_undo_and_del_survives_the_master() {
         return;
     }
     let seg = Segment::new("vlh", "10.124.33");
+    let plugin = seg.plugin(ours());
     let data = DataDir::new("vl3");
     let cont = Netns::new("vlc");
     let c = vl(&data, 33, json!({"vlanId": 33}));
@@ -185,13 +153,13 @@ fn failures_undo_and_del_survives_the_master() {
         "ip",
         &["link", "add", "eth0", "type", "veth", "peer", "name", "x0"],
     );
-    let e = run(&ours(), "ADD", "c3", &seg.host, &cont, "eth0", &c).err();
-    assert!(e["msg"].as_str().unwrap().contains("file exists"), "{e}");
+    let e = plugin.run("ADD", "c3", &cont, &c).err();
+    assert!(error_msg(&e).contains("file exists"), "{e}");
     assert_eq!(container_links(&cont), ["eth0", "x0"]);
     cont.exec_ok("ip", &["link", "del", "eth0"]);
     let mut bad = c.clone();
     bad["ipam"]["ranges"] = json!([]);
-    run(&ours(), "ADD", "c3", &seg.host, &cont, "eth0", &bad).err();
+    plugin.run("ADD", "c3", &cont, &bad).err();
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
     // L2 without IPAM (the reference requires IPAM; PR #1302).
     let l2 = conf(
@@ -201,14 +169,14 @@ fn failures_undo_and_del_survives_the_master() {
         None,
         json!({"master": MASTER, "vlanId": 33}),
     );
-    let r = run(&ours(), "ADD", "c3", &seg.host, &cont, "eth0", &l2).ok();
+    let r = plugin.add("c3", &cont, &l2);
     assert!(r.get("ips").is_none(), "{r}");
-    run(&ours(), "DEL", "c3", &seg.host, &cont, "eth0", &l2).ok();
+    plugin.del("c3", &cont, &l2);
     // The parent removed takes the vlan with it; DEL still succeeds and
     // releases the address (the reference fails: `Link not found`).
-    run(&ours(), "ADD", "c3", &seg.host, &cont, "eth0", &c).ok();
+    plugin.add("c3", &cont, &c);
     seg.host.exec_ok("ip", &["link", "del", MASTER]);
-    run(&ours(), "DEL", "c3", &seg.host, &cont, "eth0", &c).ok();
+    plugin.del("c3", &cont, &c);
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
 }
 
@@ -223,11 +191,12 @@ fn kernel_state_like_go() {
     };
     let seg = Segment::new("vlh", "10.124.34");
     let mut states = Vec::new();
-    for plugin in [ours(), go] {
+    for path in [ours(), go] {
+        let plugin = seg.plugin(path);
         let data = DataDir::new("vl4");
         let cont = Netns::new("vlc");
         let c = vl(&data, 34, json!({"vlanId": 34, "mtu": 1400}));
-        run(&plugin, "ADD", "c4", &seg.host, &cont, "eth0", &c).ok();
+        plugin.add("c4", &cont, &c);
         let l = link(&cont, "eth0");
         states.push((
             l["linkinfo"].clone(),
@@ -235,7 +204,7 @@ fn kernel_state_like_go() {
             l["address"].clone(),
             cont.addrs("eth0"),
         ));
-        run(&plugin, "DEL", "c4", &seg.host, &cont, "eth0", &c).ok();
+        plugin.del("c4", &cont, &c);
         assert!(container_links(&cont).is_empty());
     }
     assert_eq!(states[0], states[1], "ours vs Go");

@@ -14,13 +14,13 @@
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use rcni_tests::iface_util::skip_without_kind;
-use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root, unique};
+use rcni_tests::iface_util::skip_unless_kind;
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, unique};
 use serde_json::{Value, json};
 use std::path::Path;
 
 fn skip(test: &str) -> bool {
-    skip_unless_root(test) || skip_without_kind(test, "vrf")
+    skip_unless_kind(test, "vrf")
 }
 
 /// A container namespace, and peers its interfaces are wired to.
