@@ -16,6 +16,8 @@ pub mod iface_util;
 
 pub mod dhcp_util;
 
+pub mod chain_util;
+
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};

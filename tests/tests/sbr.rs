@@ -10,6 +10,7 @@
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use rcni_tests::chain_util::ChainInHost;
 use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root, unique};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -479,39 +480,25 @@ fn chain_check_after_bridge() {
     if skip_unless_root("chain_check_after_bridge") {
         return;
     }
-    use cni_runtime::{CniConfig, NetworkConfigList, RuntimeConf};
-    let host = Netns::new("sbh");
-    let ctr = Netns::new("sbc");
-    let dir = rcni_tests::tempdir::TempDir::new("sbrchain");
-    let list = json!({
-        "cniVersion": "1.0.0",
-        "name": "sbrchain",
-        "plugins": [
+    let chain = ChainInHost::new("sb", "sbrchain", |dir| {
+        json!([
             {"type": "bridge", "bridge": unique("sbbr"), "isGateway": true,
              "ipam": {"type": "host-local", "subnet": "10.126.20.0/24",
                       "dataDir": dir.join("ipam").display().to_string(),
                       "routes": [{"dst": "10.126.21.0/24"}]}},
             {"type": "sbr"},
-        ],
+        ])
     });
-    let list = NetworkConfigList::from_bytes(list.to_string().as_bytes()).unwrap();
-    let cni = CniConfig::new(vec![rcni_tests::bin_dir()]).with_cache_dir(dir.join("cache"));
-    let rt = RuntimeConf {
-        container_id: "sbrchain".into(),
-        netns: ctr.path().display().to_string(),
-        ifname: "eth0".into(),
-        args: Vec::new(),
-        capability_args: Default::default(),
-    };
-    host.run_in(|| cni.add_network_list(&list, &rt)).unwrap();
+    let ctr = &chain.container;
+    chain.add().unwrap();
     let main = ctr.exec_ok("ip", &["-4", "route", "show", "table", "main"]);
     assert!(main.trim().is_empty(), "sbr left routes in main: {main}");
     let t100 = ctr.exec_ok("ip", &["-4", "route", "show", "table", "100"]);
     assert!(t100.contains("10.126.21.0/24 via 10.126.20.1"), "{t100}");
-    host.run_in(|| cni.check_network_list(&list, &rt)).unwrap();
+    chain.check().unwrap();
     // A moved route that goes missing is still caught.
     ctr.exec_ok("ip", &["route", "del", "10.126.21.0/24", "table", "100"]);
-    assert!(host.run_in(|| cni.check_network_list(&list, &rt)).is_err());
-    host.run_in(|| cni.del_network_list(&list, &rt)).unwrap();
-    host.run_in(|| cni.del_network_list(&list, &rt)).unwrap();
+    assert!(chain.check().is_err());
+    chain.del().unwrap();
+    chain.del().unwrap();
 }

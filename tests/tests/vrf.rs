@@ -14,6 +14,7 @@
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use rcni_tests::chain_util::ChainInHost;
 use rcni_tests::iface_util::skip_unless_kind;
 use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, unique};
 use serde_json::{Value, json};
@@ -608,43 +609,29 @@ fn chain_check_after_bridge() {
     if skip("chain_check_after_bridge") {
         return;
     }
-    use cni_runtime::{CniConfig, NetworkConfigList, RuntimeConf};
-    let host = Netns::new("vrh");
-    let ctr = Netns::new("vrc");
-    let dir = rcni_tests::tempdir::TempDir::new("vrfchain");
-    let list = json!({
-        "cniVersion": "1.0.0",
-        "name": "vrfchain",
-        "plugins": [
+    let chain = ChainInHost::new("vr", "vrfchain", |dir| {
+        json!([
             {"type": "bridge", "bridge": unique("vrbr"), "isGateway": true,
              "isDefaultGateway": true,
              "ipam": {"type": "host-local", "subnet": "10.130.20.0/24",
                       "dataDir": dir.join("ipam").display().to_string(),
                       "routes": [{"dst": "10.130.21.0/24"}]}},
             {"type": "vrf", "vrfname": "red"},
-        ],
+        ])
     });
-    let list = NetworkConfigList::from_bytes(list.to_string().as_bytes()).unwrap();
-    let cni = CniConfig::new(vec![rcni_tests::bin_dir()]).with_cache_dir(dir.join("cache"));
-    let rt = RuntimeConf {
-        container_id: "vrfchain".into(),
-        netns: ctr.path().display().to_string(),
-        ifname: "eth0".into(),
-        args: Vec::new(),
-        capability_args: Default::default(),
-    };
-    host.run_in(|| cni.add_network_list(&list, &rt)).unwrap();
+    let ctr = &chain.container;
+    chain.add().unwrap();
     let main = ctr.exec_ok("ip", &["-4", "route", "show", "table", "main"]);
     assert!(main.trim().is_empty(), "routes left in main: {main}");
     let t1 = ctr.exec_ok("ip", &["-4", "route", "show", "table", "1"]);
     assert!(t1.contains("10.130.21.0/24 via 10.130.20.1"), "{t1}");
     assert!(t1.contains("default via 10.130.20.1"), "{t1}");
-    host.run_in(|| cni.check_network_list(&list, &rt)).unwrap();
+    chain.check().unwrap();
     // A moved route that goes missing is still caught.
     ctr.exec_ok("ip", &["route", "del", "10.130.21.0/24", "table", "1"]);
-    assert!(host.run_in(|| cni.check_network_list(&list, &rt)).is_err());
-    host.run_in(|| cni.del_network_list(&list, &rt)).unwrap();
-    host.run_in(|| cni.del_network_list(&list, &rt)).unwrap();
+    assert!(chain.check().is_err());
+    chain.del().unwrap();
+    chain.del().unwrap();
     assert!(
         !ctr.exec("ip", &["link", "show", "red"]).status.success(),
         "the VRF outlived DEL"
