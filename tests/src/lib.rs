@@ -272,6 +272,35 @@ impl Netns {
             .collect()
     }
 
+    /// A veth from `ifname` here to `peer_if` in `peer`, both ends up,
+    /// each with its addresses (`addr/prefix`; IPv6 ones without DAD, so
+    /// they are usable at once).
+    pub fn wire_to(
+        &self,
+        ifname: &str,
+        addrs: &[String],
+        peer: &Netns,
+        peer_if: &str,
+        peer_addrs: &[String],
+    ) {
+        self.exec_ok(
+            "ip",
+            &[
+                "link", "add", ifname, "type", "veth", "peer", "name", peer_if, "netns", &peer.name,
+            ],
+        );
+        for (ns, dev, addrs) in [(self, ifname, addrs), (peer, peer_if, peer_addrs)] {
+            for addr in addrs {
+                let mut args = vec!["addr", "add", addr.as_str(), "dev", dev];
+                if addr.contains(':') {
+                    args.push("nodad");
+                }
+                ns.exec_ok("ip", &args);
+            }
+            ns.exec_ok("ip", &["link", "set", dev, "up"]);
+        }
+    }
+
     /// Reads a sysctl (`net/ipv4/ip_forward` style) inside the namespace.
     pub fn sysctl(&self, key: &str) -> String {
         self.exec_ok("cat", &[&format!("/proc/sys/{key}")])

@@ -39,61 +39,15 @@ impl Ctr {
     /// A veth `ifname` in the container to a peer `p<ifname>`, with the
     /// container at .2 and the peer at .1 of `subnet`.
     fn wire(&self, ifname: &str) {
-        let peer_if = format!("p{ifname}");
-        self.ns.exec_ok(
-            "ip",
-            &[
-                "link",
-                "add",
-                ifname,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &peer_if,
-                "netns",
-                self.peer.name(),
-            ],
-        );
-        self.ns.exec_ok(
-            "ip",
-            &["addr", "add", &format!("{}/24", self.v4(2)), "dev", ifname],
-        );
-        self.ns.exec_ok(
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("{}/64", self.v6(2)),
-                "dev",
-                ifname,
-                "nodad",
-            ],
-        );
-        self.ns.exec_ok("ip", &["link", "set", ifname, "up"]);
+        let at = |host: u8| {
+            [
+                format!("{}/24", self.v4(host)),
+                format!("{}/64", self.v6(host)),
+            ]
+        };
+        self.ns
+            .wire_to(ifname, &at(2), &self.peer, &format!("p{ifname}"), &at(1));
         self.ns.exec_ok("ip", &["link", "set", "lo", "up"]);
-        self.peer.exec_ok(
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("{}/24", self.v4(1)),
-                "dev",
-                &peer_if,
-            ],
-        );
-        self.peer.exec_ok(
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("{}/64", self.v6(1)),
-                "dev",
-                &peer_if,
-                "nodad",
-            ],
-        );
-        self.peer.exec_ok("ip", &["link", "set", &peer_if, "up"]);
     }
 
     fn v4(&self, host: u8) -> String {
@@ -408,27 +362,13 @@ fn replies_leave_through_the_incoming_interface() {
         return;
     }
     let c = Ctr::new(6);
-    let peer_if = "pnet1";
-    c.ns.exec_ok(
-        "ip",
-        &[
-            "link",
-            "add",
-            "net1",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            peer_if,
-            "netns",
-            c.peer.name(),
-        ],
+    c.ns.wire_to(
+        "net1",
+        &["10.126.7.2/24".into()],
+        &c.peer,
+        "pnet1",
+        &["10.126.7.1/24".into()],
     );
-    c.ns.exec_ok("ip", &["addr", "add", "10.126.7.2/24", "dev", "net1"]);
-    c.ns.exec_ok("ip", &["link", "set", "net1", "up"]);
-    c.peer
-        .exec_ok("ip", &["addr", "add", "10.126.7.1/24", "dev", peer_if]);
-    c.peer.exec_ok("ip", &["link", "set", peer_if, "up"]);
     // The far network lives on the peer's loopback.
     c.peer.exec_ok("ip", &["link", "set", "lo", "up"]);
     c.peer

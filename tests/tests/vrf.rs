@@ -47,87 +47,20 @@ impl Ctr {
     /// Returns the peer's index in `peers`.
     fn wire(&mut self, ifname: &str, subnet: u8) -> usize {
         let peer = Netns::new("vrp");
-        let peer_if = "p0";
-        self.ns.exec_ok(
-            "ip",
-            &[
-                "link",
-                "add",
-                ifname,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                peer_if,
-                "netns",
-                peer.name(),
-            ],
-        );
         let v4 = |h: u8| format!("10.130.{subnet}.{h}");
         let v6 = |h: u8| format!("fd30:130:0:{subnet:x}::{h}");
-        let ns = &self.ns;
-        ns.exec_ok(
-            "ip",
-            &["addr", "add", &format!("{}/24", v4(2)), "dev", ifname],
-        );
-        ns.exec_ok(
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("{}/64", v6(2)),
-                "dev",
-                ifname,
-                "nodad",
-            ],
-        );
-        ns.exec_ok("ip", &["link", "set", ifname, "up"]);
-        ns.exec_ok(
-            "ip",
-            &["route", "add", "default", "via", &v4(1), "dev", ifname],
-        );
-        ns.exec_ok(
-            "ip",
-            &[
-                "route",
-                "add",
-                "10.130.250.0/24",
-                "via",
-                &v4(1),
-                "dev",
-                ifname,
-            ],
-        );
-        ns.exec_ok(
-            "ip",
-            &[
-                "-6",
-                "route",
-                "add",
-                "default",
-                "via",
-                &v6(1),
-                "dev",
-                ifname,
-            ],
-        );
+        let at = |h: u8| [format!("{}/24", v4(h)), format!("{}/64", v6(h))];
+        self.ns.wire_to(ifname, &at(2), &peer, "p0", &at(1));
         peer.exec_ok("ip", &["link", "set", "lo", "up"]);
-        peer.exec_ok(
-            "ip",
-            &["addr", "add", &format!("{}/24", v4(1)), "dev", peer_if],
-        );
-        peer.exec_ok(
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("{}/64", v6(1)),
-                "dev",
-                peer_if,
-                "nodad",
-            ],
-        );
-        peer.exec_ok("ip", &["link", "set", peer_if, "up"]);
+        let (gw4, gw6) = (v4(1), v6(1));
+        for (family, dst, gw) in [
+            ("-4", "default", &gw4),
+            ("-4", "10.130.250.0/24", &gw4),
+            ("-6", "default", &gw6),
+        ] {
+            let route = [family, "route", "add", dst, "via", gw, "dev", ifname];
+            self.ns.exec_ok("ip", &route);
+        }
         self.peers.push(peer);
         self.peers.len() - 1
     }
