@@ -301,6 +301,24 @@ impl Netns {
         }
     }
 
+    /// The routes of one table (`ip <family> route show table <table>`),
+    /// as sorted text lines; empty when the table does not exist (a v6
+    /// table that never held a route).
+    pub fn routes(&self, family: &str, table: &str) -> Vec<String> {
+        let out = self.exec("ip", &[family, "route", "show", "table", table]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() || err.contains("does not exist"),
+            "{err}"
+        );
+        let mut routes: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.trim().to_string())
+            .collect();
+        routes.sort();
+        routes
+    }
+
     /// Reads a sysctl (`net/ipv4/ip_forward` style) inside the namespace.
     pub fn sysctl(&self, key: &str) -> String {
         self.exec_ok("cat", &[&format!("/proc/sys/{key}")])

@@ -115,20 +115,6 @@ impl Ctr {
         }
         out
     }
-
-    fn table(&self, fam: &str, table: &str) -> Vec<String> {
-        let out = self.ns.exec("ip", &[fam, "route", "show", "table", table]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        // A v6 table that never held a route does not exist: empty.
-        assert!(
-            out.status.success() || err.contains("does not exist"),
-            "{err}"
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut v: Vec<String> = text.lines().map(|l| l.trim().to_string()).collect();
-        v.sort();
-        v
-    }
 }
 
 #[test]
@@ -153,7 +139,7 @@ fn add_moves_routes_per_address_like_go() {
         rules6.contains(&format!("from {} lookup 101", ours.v6(2))),
         "{rules6}"
     );
-    let t100 = ours.table("-4", "100");
+    let t100 = ours.ns.routes("-4", "100");
     assert!(
         t100.iter()
             .any(|r| r.starts_with(&format!("default via {} dev eth0", ours.v4(1)))),
@@ -168,8 +154,8 @@ fn add_moves_routes_per_address_like_go() {
         "{t100:?}"
     );
     // The reference's bug: v6 connected routes in the v4 table. Not ours.
-    assert!(ours.table("-6", "100").is_empty());
-    let t101 = ours.table("-6", "101");
+    assert!(ours.ns.routes("-6", "100").is_empty());
+    let t101 = ours.ns.routes("-6", "101");
     assert!(
         t101.iter()
             .any(|r| r.starts_with("fd26:126:0:1::/64 dev eth0")),
@@ -186,14 +172,14 @@ fn add_moves_routes_per_address_like_go() {
     );
     // Main no longer routes through eth0.
     assert!(
-        ours.table("-4", "main").is_empty(),
+        ours.ns.routes("-4", "main").is_empty(),
         "{:?}",
-        ours.table("-4", "main")
+        ours.ns.routes("-4", "main")
     );
     assert!(
-        ours.table("-6", "main").is_empty(),
+        ours.ns.routes("-6", "main").is_empty(),
         "{:?}",
-        ours.table("-6", "main")
+        ours.ns.routes("-6", "main")
     );
     ours.run("CHECK", &ours.conf("1.0.0", json!({}))).ok();
 
@@ -212,10 +198,10 @@ fn add_moves_routes_per_address_like_go() {
             ours.ns.exec_ok("ip", &["-6", "rule"]),
             theirs.ns.exec_ok("ip", &["-6", "rule"])
         );
-        assert_eq!(ours.table("-4", "100"), theirs.table("-4", "100"));
-        assert_eq!(ours.table("-6", "101"), theirs.table("-6", "101"));
+        assert_eq!(ours.ns.routes("-4", "100"), theirs.ns.routes("-4", "100"));
+        assert_eq!(ours.ns.routes("-6", "101"), theirs.ns.routes("-6", "101"));
         assert!(
-            !theirs.table("-6", "100").is_empty(),
+            !theirs.ns.routes("-6", "100").is_empty(),
             "the reference's bug went away?"
         );
     }
@@ -268,14 +254,14 @@ fn skips_tables_that_hold_routes() {
     // Untouched by ADD and DEL: the foreign table and rule.
     c.run("DEL", &c.conf("0.4.0", json!({}))).ok();
     assert_eq!(
-        c.table("-4", "100"),
+        c.ns.routes("-4", "100"),
         vec!["10.126.77.0/24 dev eth0 scope link".to_string()]
     );
     assert!(
         c.ns.exec_ok("ip", &["-4", "rule"])
             .contains("from 10.126.78.1 lookup 102")
     );
-    assert!(c.table("-4", "101").is_empty() && c.table("-6", "103").is_empty());
+    assert!(c.ns.routes("-4", "101").is_empty() && c.ns.routes("-6", "103").is_empty());
 }
 
 #[test]
@@ -284,10 +270,10 @@ fn table_mode_adds_only_rules() {
         return;
     }
     let c = Ctr::new(3);
-    let before = c.table("-4", "main");
+    let before = c.ns.routes("-4", "main");
     let conf = c.conf("1.0.0", json!({"table": 500}));
     c.run("ADD", &conf).ok();
-    assert_eq!(c.table("-4", "main"), before);
+    assert_eq!(c.ns.routes("-4", "main"), before);
     assert!(
         c.ns.exec_ok("ip", &["-4", "rule"])
             .contains("from 10.126.3.2 lookup 500")
@@ -299,7 +285,7 @@ fn table_mode_adds_only_rules() {
     c.run("DEL", &conf).ok();
     assert!(!c.ns.exec_ok("ip", &["-4", "rule"]).contains("lookup 500"));
     assert!(!c.ns.exec_ok("ip", &["-6", "rule"]).contains("lookup 500"));
-    assert_eq!(c.table("-4", "main"), before);
+    assert_eq!(c.ns.routes("-4", "main"), before);
 }
 
 #[test]

@@ -118,22 +118,6 @@ impl Ctr {
         self.link(dev)["master"].as_str().map(str::to_string)
     }
 
-    /// A table's routes as sorted text lines; empty when it does not exist.
-    fn table(&self, fam: &str, table: &str) -> Vec<String> {
-        let out = self.ns.exec("ip", &[fam, "route", "show", "table", table]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success() || err.contains("does not exist"),
-            "{err}"
-        );
-        let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| l.trim().to_string())
-            .collect();
-        v.sort();
-        v
-    }
-
     /// Links (name, master), rules and every route but the local table's:
     /// what "nothing changed" compares.
     fn state(&self) -> Vec<String> {
@@ -145,7 +129,7 @@ impl Ctr {
             for l in self.ns.exec_ok("ip", &[fam, "rule"]).lines() {
                 out.push(format!("{fam} rule {}", l.trim()));
             }
-            for l in self.table(fam, "all") {
+            for l in self.ns.routes(fam, "all") {
                 if !l.contains("table local") && !l.starts_with("local ") {
                     out.push(format!("{fam} route {l}"));
                 }
@@ -194,7 +178,7 @@ fn add_creates_vrf_and_moves_routes() {
     // (The link-local one is the kernel's, regenerated with DAD.)
     assert!(!global6.contains("tentative"), "{addrs}");
     // Routes: in the VRF's table, none through eth0 left in main.
-    let t4 = c.table("-4", "1");
+    let t4 = c.ns.routes("-4", "1");
     for want in [
         "default via 10.130.1.1 dev eth0",
         "10.130.250.0/24 via 10.130.1.1 dev eth0",
@@ -202,7 +186,7 @@ fn add_creates_vrf_and_moves_routes() {
     ] {
         assert!(t4.iter().any(|r| r.starts_with(want)), "{want}: {t4:?}");
     }
-    let t6 = c.table("-6", "1");
+    let t6 = c.ns.routes("-6", "1");
     assert!(
         t6.iter()
             .any(|r| r.starts_with("default via fd30:130:0:1::1 dev eth0")),
@@ -214,14 +198,14 @@ fn add_creates_vrf_and_moves_routes() {
         "{t6:?}"
     );
     assert!(
-        c.table("-4", "main").is_empty(),
+        c.ns.routes("-4", "main").is_empty(),
         "{:?}",
-        c.table("-4", "main")
+        c.ns.routes("-4", "main")
     );
     assert!(
-        !c.table("-6", "main").iter().any(|r| r.contains("eth0")),
+        !c.ns.routes("-6", "main").iter().any(|r| r.contains("eth0")),
         "{:?}",
-        c.table("-6", "main")
+        c.ns.routes("-6", "main")
     );
     // The kernel's l3mdev rule.
     assert!(
@@ -245,12 +229,12 @@ fn add_creates_vrf_and_moves_routes() {
         );
         assert_eq!(theirs.vrf_table("red"), 1);
         assert_eq!(theirs.master("eth0").as_deref(), Some("red"));
-        let go_t4 = theirs.table("-4", "1");
+        let go_t4 = theirs.ns.routes("-4", "1");
         assert!(
             !go_t4.iter().any(|r| r.starts_with("default")),
             "the reference's route loss went away? {go_t4:?}"
         );
-        assert!(theirs.table("-4", "main").is_empty());
+        assert!(theirs.ns.routes("-4", "main").is_empty());
     }
 
     // DEL: the interface leaves the VRF, the VRF goes; twice is fine.
@@ -276,7 +260,7 @@ fn table_key_and_mismatch() {
     c.wire("net1", 3);
     assert_eq!(c.vrf_table("red"), 1001);
     assert!(
-        c.table("-4", "1001")
+        c.ns.routes("-4", "1001")
             .iter()
             .any(|r| r.starts_with("default via 10.130.2.1 dev eth0"))
     );
@@ -336,7 +320,7 @@ fn first_free_table_skips_rules_routes_and_vrfs() {
     // Untouched: the foreign rule, table and VRF.
     assert!(c.has_link("blue"));
     assert_eq!(
-        c.table("-4", "2"),
+        c.ns.routes("-4", "2"),
         vec!["blackhole 10.130.98.0/24".to_string()]
     );
     assert!(
@@ -359,7 +343,7 @@ fn two_interfaces_share_a_vrf() {
     c.run("ADD", "net1", &conf1).ok();
     assert_eq!(c.master("eth0").as_deref(), Some("red"));
     assert_eq!(c.master("net1").as_deref(), Some("red"));
-    let t = c.table("-4", "1");
+    let t = c.ns.routes("-4", "1");
     assert!(
         t.iter().any(|r| r.starts_with("10.130.6.0/24 dev net1")),
         "{t:?}"
