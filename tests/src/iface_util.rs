@@ -126,9 +126,7 @@ impl<'a> HostPlugin<'a> {
             gone.path()
         };
         Invocation::new(&self.plugin, "DEL")
-            .env("CNI_CONTAINERID", cid)
-            .env("CNI_NETNS", path.display().to_string())
-            .env("CNI_IFNAME", "eth0")
+            .attach_at(cid, &path, "eth0")
             .in_host(self.host)
             .config(conf)
             .run()

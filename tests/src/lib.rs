@@ -480,8 +480,14 @@ impl Invocation {
 
     /// Sets CNI_CONTAINERID, CNI_NETNS and CNI_IFNAME.
     pub fn attach(self, container_id: &str, netns: &Netns, ifname: &str) -> Self {
+        self.attach_at(container_id, &netns.path(), ifname)
+    }
+
+    /// [`Invocation::attach`] to the namespace at `netns`, which need not
+    /// exist any more (DEL after the container's namespace went away).
+    pub fn attach_at(self, container_id: &str, netns: &Path, ifname: &str) -> Self {
         self.env("CNI_CONTAINERID", container_id)
-            .env("CNI_NETNS", netns.path().display().to_string())
+            .env("CNI_NETNS", netns.display().to_string())
             .env("CNI_IFNAME", ifname)
     }
 

@@ -542,9 +542,7 @@ fn del_with_the_netns_gone() {
     drop(cont);
     assert!(!path.exists());
     let out = Invocation::new(ours(), "DEL")
-        .env("CNI_CONTAINERID", &cid)
-        .env("CNI_NETNS", path.display().to_string())
-        .env("CNI_IFNAME", "eth0")
+        .attach_at(&cid, &path, "eth0")
         .in_host(&w.host)
         .config(&conf)
         .run();

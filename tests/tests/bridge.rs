@@ -822,9 +822,7 @@ fn del_is_idempotent() {
     );
     drop(c2);
     let out = Invocation::new(&w.plugin, "DEL")
-        .env("CNI_CONTAINERID", "c2")
-        .env("CNI_NETNS", path.display().to_string())
-        .env("CNI_IFNAME", "eth0")
+        .attach_at("c2", &path, "eth0")
         .in_host(&w.host)
         .config(&conf)
         .run();

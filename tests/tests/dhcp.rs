@@ -274,9 +274,7 @@ fn container_netns_gone_del_still_succeeds() {
     drop(c);
     assert!(!path.exists());
     Invocation::new(plugin(), "DEL")
-        .env("CNI_CONTAINERID", "dhcpd-gone")
-        .env("CNI_NETNS", path.display().to_string())
-        .env("CNI_IFNAME", "net1")
+        .attach_at("dhcpd-gone", &path, "net1")
         .config(&conf)
         .run()
         .ok();

@@ -501,9 +501,7 @@ fn a_failed_add_and_a_gone_netns_leave_the_host_side_as_it_was() {
     let path = cont.path();
     drop(cont);
     Invocation::new(ours(), "DEL")
-        .env("CNI_CONTAINERID", &cid)
-        .env("CNI_IFNAME", "eth0")
-        .env("CNI_NETNS", path.display().to_string())
+        .attach_at(&cid, &path, "eth0")
         .in_host(&h)
         .config(&c)
         .run()

@@ -675,9 +675,7 @@ fn del_is_idempotent_and_works_without_netns() {
     assert!(has_reservation(&data) && !masq_rules(&host, data.name()).is_empty());
     drop(gone);
     let out = Invocation::new(ours(), "DEL")
-        .env("CNI_CONTAINERID", "d2")
-        .env("CNI_NETNS", path.display().to_string())
-        .env("CNI_IFNAME", "eth0")
+        .attach_at("d2", &path, "eth0")
         .in_host(&host)
         .config(&c)
         .run();

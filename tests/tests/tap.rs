@@ -120,9 +120,7 @@ fn l2_tap_with_every_key_is_a_bridge_port() {
     let path = gone.path();
     drop(gone);
     Invocation::new(bin("tap"), "DEL")
-        .env("CNI_CONTAINERID", "tp-ctr")
-        .env("CNI_NETNS", path.display().to_string())
-        .env("CNI_IFNAME", "eth0")
+        .attach_at("tp-ctr", &path, "eth0")
         .in_host(&host)
         .config(&c2)
         .run()
