@@ -85,14 +85,8 @@ fn requires_ipam_undoes_failures_and_del_is_idempotent() {
     let plugin = HostPlugin::new(ours(), &h);
     let data = DataDir::new("dm2");
     let cont = Netns::new("dmc");
-    let e = plugin
-        .run(
-            "ADD",
-            "c2",
-            &cont,
-            &conf("dummy", &data, "1.0.0", None, json!({})),
-        )
-        .err();
+    let wrong = conf("dummy", &data, "1.0.0", None, json!({}));
+    let e = plugin.run("ADD", "c2", &cont, &wrong).err();
     assert_eq!(e["msg"], "dummy interface requires an IPAM configuration");
     let c = conf("dummy", &data, "1.0.0", Some("10.124.42.0/24"), json!({}));
     cont.exec_ok(

@@ -146,14 +146,8 @@ fn failures_undo_and_del_is_idempotent() {
         .run("ADD", "c-f", &cont, &iv(&data, 24, json!({"mtu": 1501})))
         .err();
     assert_eq!(e["msg"], "invalid MTU 1501, must be [0, master MTU(1500)]");
-    let e = plugin
-        .run(
-            "ADD",
-            "c-f",
-            &cont,
-            &iv(&data, 24, json!({"master": "nope0"})),
-        )
-        .err();
+    let wrong = iv(&data, 24, json!({"master": "nope0"}));
+    let e = plugin.run("ADD", "c-f", &cont, &wrong).err();
     assert_eq!(
         e["msg"],
         r#"failed to lookup master "nope0": Link not found"#

@@ -307,14 +307,8 @@ fn failures_undo_everything() {
     assert!(error_msg(&e).starts_with("failed to add route"), "{e}");
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
     // Missing master, missing netns.
-    let e = plugin
-        .run(
-            "ADD",
-            "c-f",
-            &cont,
-            &mv(&data, 6, json!({"master": "nope0"})),
-        )
-        .err();
+    let wrong = mv(&data, 6, json!({"master": "nope0"}));
+    let e = plugin.run("ADD", "c-f", &cont, &wrong).err();
     assert_eq!(
         e["msg"],
         r#"failed to lookup master "nope0": Link not found"#
@@ -417,14 +411,8 @@ fn default_master_and_link_in_container() {
     plugin.del("c-lic", &cont, &c);
     assert_eq!(link(&cont, "eth0"), Value::Null);
     // Without linkInContainer the same master is looked up on the host.
-    let e = plugin
-        .run(
-            "ADD",
-            "c-lic",
-            &cont,
-            &mv(&data, 8, json!({"master": "cm0"})),
-        )
-        .err();
+    let wrong = mv(&data, 8, json!({"master": "cm0"}));
+    let e = plugin.run("ADD", "c-lic", &cont, &wrong).err();
     assert_eq!(e["msg"], r#"failed to lookup master "cm0": Link not found"#);
     assert!(data.reservations().is_empty());
 }
