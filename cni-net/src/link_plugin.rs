@@ -5,13 +5,14 @@
 //! everything when a step fails; DEL and CHECK. host-device uses the
 //! "configure and undo" half ([`configure`], [`check_link`]).
 //!
-//! Each plugin keeps only its config and its [`ChildKind`].
+//! Each plugin keeps only its config and its [`ChildKind`]; the keys the
+//! plugins making a child of a parent share are [`ChildConf`].
 
 use crate::iface::{check_addresses, check_routes, configure_iface_with, random_veth_name};
 use crate::rollback::Rollback;
 use crate::{ChildKind, ChildOpts, IpFamily, Link, Mac, NetNs, Netlink, sysctl};
 use cni_skel::error::code;
-use cni_skel::{CmdArgs, CniError, CniResult, Command, Dns, Interface, delegate};
+use cni_skel::{CmdArgs, CniError, CniResult, Command, Dns, Interface, NetConf, delegate};
 
 /// How many random temporary names to try.
 const TEMP_NAME_TRIES: usize = 10;
@@ -95,6 +96,77 @@ fn default_route_link(nl: &Netlink) -> Result<Link, CniError> {
         }
     }
     Err(CniError::internal("no default route interface found"))
+}
+
+/// What the plugins making a child of a parent link (macvlan, ipvlan,
+/// vlan) configure alike, besides their kind's own keys.
+#[derive(Debug, Clone)]
+pub struct ChildConf {
+    /// `master`; `None` (absent or empty) leaves the choice to the plugin.
+    pub master: Option<String>,
+    /// `mtu` as given (0 = the parent's).
+    pub mtu: i64,
+    /// `linkInContainer`: the parent is in the container's namespace.
+    pub link_in_container: bool,
+    /// `dns`, which replaces IPAM's in the result.
+    pub dns: Dns,
+    /// `ipam.type` is set.
+    pub ipam: bool,
+}
+
+impl ChildConf {
+    /// From the plugin's `master`, `mtu` and `linkInContainer` keys and
+    /// the common config.
+    pub fn new(
+        master: Option<String>,
+        mtu: Option<i64>,
+        link_in_container: Option<bool>,
+        common: &NetConf,
+    ) -> ChildConf {
+        ChildConf {
+            master: master.filter(|m| !m.is_empty()),
+            mtu: mtu.unwrap_or(0),
+            link_in_container: link_in_container.unwrap_or(false),
+            dns: common.dns.clone().unwrap_or_default(),
+            ipam: common.ipam_type().is_some(),
+        }
+    }
+
+    /// The configured parent (`master`; `None`: the interface of the
+    /// default route), in the namespace it lives in.
+    pub fn parent(&self, cx: &Ctx) -> Result<Link, CniError> {
+        self.parent_named(cx, self.master.as_deref())
+    }
+
+    /// [`ChildConf::parent`] called `name` (ipvlan's is the previous
+    /// result's interface when none is configured).
+    pub fn parent_named(&self, cx: &Ctx, name: Option<&str>) -> Result<Link, CniError> {
+        resolve_master(cx.parent_nl(self.link_in_container), name)
+    }
+
+    /// The link ADD makes on `master`, with the configured MTU checked
+    /// against the parent's.
+    pub fn new_link<'a>(
+        &self,
+        kind: ChildKind,
+        master: &'a Link,
+        mac: Option<Mac>,
+    ) -> Result<NewLink<'a>, CniError> {
+        Ok(NewLink {
+            what: kind.kind(),
+            kind,
+            master: Some(master),
+            in_container: self.link_in_container,
+            mtu: check_mtu(self.mtu, master)?,
+            mac,
+        })
+    }
+
+    /// STATUS: the configured parent, when it is on the host, must exist.
+    pub fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
+        let master = self.master.as_deref().filter(|_| !self.link_in_container);
+        status(args, master)
+    }
 }
 
 /// `mtu` from the config: 0 means the parent's (nothing sent); otherwise it
@@ -455,6 +527,18 @@ pub struct Expect {
     pub up: bool,
     /// Check the `prevResult` routes too.
     pub routes: bool,
+}
+
+impl Expect {
+    /// A child link of `kind`, with its mode or id, and the routes.
+    pub fn child(kind: ChildKind) -> Expect {
+        Expect {
+            kind: Some(kind.kind()),
+            data: Some(kind),
+            routes: true,
+            ..Expect::default()
+        }
+    }
 }
 
 /// CHECK of a link plugin, after the plugin checked its config and

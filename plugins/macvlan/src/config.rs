@@ -1,8 +1,9 @@
 //! The macvlan network config: every key of the reference (v1.9.1), typed
 //! and checked before anything is touched.
 
-use cni_net::MacvlanMode;
-use cni_skel::{CmdArgs, CniError, Dns};
+use cni_net::link_plugin::ChildConf;
+use cni_net::{ChildKind, MacvlanMode};
+use cni_skel::{CmdArgs, CniError};
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize)]
@@ -35,24 +36,27 @@ struct Raw {
 /// the MTU range) happen once the parent is looked up.
 #[derive(Debug, Clone)]
 pub struct Conf {
-    /// `master`; `None` = the interface of the default route.
-    pub master: Option<String>,
+    /// `master` (`None` = the interface of the default route), `mtu`,
+    /// `linkInContainer`, `dns` and IPAM (L3 when set; else L2).
+    pub child: ChildConf,
     /// `mode`, bridge by default.
     pub mode: MacvlanMode,
-    /// `mtu` as given (0 = the parent's).
-    pub mtu: i64,
     /// `mac`.
     pub mac: Option<String>,
     /// `runtimeConfig.mac` (capability `mac`).
     pub runtime_mac: Option<String>,
     /// `bcqueuelen` (0 = kernel default).
     pub bc_queue_len: u32,
-    /// `linkInContainer`.
-    pub link_in_container: bool,
-    /// `dns`, which replaces IPAM's in the result.
-    pub dns: Dns,
-    /// `ipam.type` is set: L3; else L2.
-    pub ipam: bool,
+}
+
+impl Conf {
+    /// The link kind with its attributes.
+    pub fn kind(&self) -> ChildKind {
+        ChildKind::Macvlan {
+            mode: self.mode,
+            bc_queue_len: self.bc_queue_len,
+        }
+    }
 }
 
 /// Parses the config on stdin.
@@ -69,15 +73,11 @@ fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf) -> Result<Conf, CniError
             .ok_or_else(|| CniError::invalid_config(format!("unknown macvlan mode: {m:?}")))?,
     };
     Ok(Conf {
-        master: raw.master.filter(|m| !m.is_empty()),
+        child: ChildConf::new(raw.master, raw.mtu, raw.link_in_container, common),
         mode,
-        mtu: raw.mtu.unwrap_or(0),
         mac: raw.mac,
         runtime_mac: raw.runtime_config.and_then(|r| r.mac),
         bc_queue_len: raw.bcqueuelen.unwrap_or(0),
-        link_in_container: raw.link_in_container.unwrap_or(false),
-        dns: common.dns.clone().unwrap_or_default(),
-        ipam: common.ipam_type().is_some(),
     })
 }
 
@@ -93,12 +93,12 @@ mod tests {
     #[test]
     fn defaults() {
         let c = load_str(r#"{"name":"n","type":"macvlan"}"#).unwrap();
-        assert_eq!(c.master, None);
+        assert_eq!(c.child.master, None);
         assert_eq!(c.mode, MacvlanMode::Bridge);
-        assert_eq!((c.mtu, c.bc_queue_len), (0, 0));
-        assert!(!c.link_in_container && !c.ipam && c.mac.is_none());
+        assert_eq!((c.child.mtu, c.bc_queue_len), (0, 0));
+        assert!(!c.child.link_in_container && !c.child.ipam && c.mac.is_none());
         let c = load_str(r#"{"name":"n","master":"","mode":""}"#).unwrap();
-        assert_eq!((c.master, c.mode), (None, MacvlanMode::Bridge));
+        assert_eq!((c.child.master, c.mode), (None, MacvlanMode::Bridge));
     }
 
     #[test]
@@ -109,12 +109,12 @@ mod tests {
                 "dns":{"nameservers":["10.0.0.1"]},"RuntimeConfig":{"MAC":"02:00:00:00:00:02"}}"#,
         )
         .unwrap();
-        assert_eq!(c.master.as_deref(), Some("eth1"));
+        assert_eq!(c.child.master.as_deref(), Some("eth1"));
         assert_eq!(c.mode, MacvlanMode::Vepa);
-        assert_eq!((c.mtu, c.bc_queue_len), (1400, 100));
-        assert!(c.link_in_container && c.ipam);
+        assert_eq!((c.child.mtu, c.bc_queue_len), (1400, 100));
+        assert!(c.child.link_in_container && c.child.ipam);
         assert_eq!(c.runtime_mac.as_deref(), Some("02:00:00:00:00:02"));
-        assert_eq!(c.dns.nameservers, ["10.0.0.1"]);
+        assert_eq!(c.child.dns.nameservers, ["10.0.0.1"]);
         for m in ["bridge", "private", "vepa", "passthru"] {
             let c = load_str(&format!(r#"{{"name":"n","mode":"{m}"}}"#)).unwrap();
             assert_eq!(c.mode.name(), m);

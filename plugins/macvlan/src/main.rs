@@ -4,25 +4,11 @@
 
 mod config;
 
-use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts, NewLink};
-use cni_net::{ChildKind, Link};
-use cni_skel::{CmdArgs, CmdResult, CniError, Output, Plugin};
-use config::Conf;
+use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
+use cni_skel::{CmdArgs, CmdResult, Output, Plugin};
 use std::process::ExitCode;
 
 struct Macvlan;
-
-fn kind(conf: &Conf) -> ChildKind {
-    ChildKind::Macvlan {
-        mode: conf.mode,
-        bc_queue_len: conf.bc_queue_len,
-    }
-}
-
-/// The parent, where the link will be created.
-fn master(cx: &Ctx, conf: &Conf) -> Result<Link, CniError> {
-    link_plugin::resolve_master(cx.parent_nl(conf.link_in_container), conf.master.as_deref())
-}
 
 impl Plugin for Macvlan {
     fn about(&self) -> String {
@@ -38,29 +24,17 @@ impl Plugin for Macvlan {
             conf.runtime_mac.as_deref(),
         )?;
         let cx = Ctx::open(args)?;
-        let master = master(&cx, &conf)?;
-        let mtu = link_plugin::check_mtu(conf.mtu, &master)?;
-        let new = NewLink {
-            what: "macvlan",
-            kind: kind(&conf),
-            master: Some(&master),
-            in_container: conf.link_in_container,
-            mtu,
-            mac,
-        };
-        let (addressing, opts) = if conf.ipam {
-            let opts = L3Opts {
-                arp_notify: true,
-                ndisc_notify: true,
-                dns: Some(conf.dns.clone()),
-            };
-            (Addressing::Ipam, opts)
+        let master = conf.child.parent(&cx)?;
+        let new = conf.child.new_link(conf.kind(), &master, mac)?;
+        let (addressing, l3) = if conf.child.ipam {
+            (Addressing::Ipam, true)
         } else {
-            let opts = L3Opts {
-                dns: Some(conf.dns.clone()),
-                ..L3Opts::default()
-            };
-            (Addressing::L2, opts)
+            (Addressing::L2, false)
+        };
+        let opts = L3Opts {
+            arp_notify: l3,
+            ndisc_notify: l3,
+            dns: Some(conf.child.dns.clone()),
         };
         Ok(Output::Result(link_plugin::add(
             args, &cx, &new, addressing, &opts,
@@ -71,7 +45,7 @@ impl Plugin for Macvlan {
     /// with the parent gone (it took the macvlan with it).
     fn del(&self, args: &CmdArgs) -> CmdResult {
         let conf = config::load(args)?;
-        link_plugin::del(args, conf.ipam)?;
+        link_plugin::del(args, conf.child.ipam)?;
         Ok(Output::Nothing)
     }
 
@@ -79,15 +53,9 @@ impl Plugin for Macvlan {
         let conf = config::load(args)?;
         args.cni_args(&["MAC"])?;
         let cx = Ctx::open(args)?;
-        let master = master(&cx, &conf)?;
-        link_plugin::check_mtu(conf.mtu, &master)?;
-        let expect = Expect {
-            kind: Some("macvlan"),
-            data: Some(kind(&conf)),
-            routes: true,
-            ..Expect::default()
-        };
-        link_plugin::check(args, &cx, conf.ipam, &expect)?;
+        let master = conf.child.parent(&cx)?;
+        link_plugin::check_mtu(conf.child.mtu, &master)?;
+        link_plugin::check(args, &cx, conf.child.ipam, &Expect::child(conf.kind()))?;
         Ok(Output::Nothing)
     }
 
@@ -98,9 +66,7 @@ impl Plugin for Macvlan {
     }
 
     fn status(&self, args: &CmdArgs) -> CmdResult {
-        let conf = config::load(args)?;
-        let master = conf.master.as_deref().filter(|_| !conf.link_in_container);
-        link_plugin::status(args, master)?;
+        config::load(args)?.child.status(args)?;
         Ok(Output::Nothing)
     }
 }
