@@ -153,7 +153,6 @@ impl ChildConf {
         mac: Option<Mac>,
     ) -> Result<NewLink<'a>, CniError> {
         Ok(NewLink {
-            what: kind.kind(),
             kind,
             master: Some(master),
             in_container: self.link_in_container,
@@ -202,9 +201,8 @@ pub fn requested_mac(
 /// The link to create.
 #[derive(Debug, Clone, Copy)]
 pub struct NewLink<'a> {
-    /// The plugin's name for it in errors (`failed to create macvlan: …`).
-    pub what: &'static str,
-    /// Kind and attributes.
+    /// Kind and attributes; the kind names it in errors (`failed to
+    /// create macvlan: …`).
     pub kind: ChildKind,
     /// The parent, looked up where the link is created.
     pub master: Option<&'a Link>,
@@ -345,7 +343,7 @@ fn undo_ipam(args: &CmdArgs) {
 /// sent, so an existing link is never modified.
 fn create_in_container(args: &CmdArgs, cx: &Ctx, new: &NewLink<'_>) -> Result<Link, CniError> {
     let ifname = args.ifname.as_str();
-    let what = new.what;
+    let what = new.kind.kind();
     let nl = cx.parent_nl(new.in_container);
     let create = |name: &str| {
         nl.create_child(&ChildOpts {

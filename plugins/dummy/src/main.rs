@@ -30,7 +30,6 @@ impl Plugin for Dummy {
         // Made inside the container under its final name: no temporary
         // name, and a host link of the same name cannot get in the way.
         let new = NewLink {
-            what: "dummy",
             kind: ChildKind::Dummy,
             master: None,
             in_container: true,

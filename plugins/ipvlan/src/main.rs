@@ -4,9 +4,9 @@
 //! chained plugin on a previous result's addresses. Everything but the
 //! config and the link kind is `cni_net::link_plugin`.
 
-use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts, NewLink};
-use cni_net::{ChildKind, IpvlanMode, Link};
-use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Dns, Output, Plugin};
+use cni_net::link_plugin::{self, Addressing, ChildConf, Ctx, Expect, L3Opts};
+use cni_net::{ChildKind, IpvlanMode};
+use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output, Plugin};
 use serde::Deserialize;
 use std::process::ExitCode;
 
@@ -27,13 +27,9 @@ struct Raw {
 #[derive(Debug, Clone)]
 struct Conf {
     /// `master` as configured (`None`: from the previous result or the
-    /// default route).
-    master: Option<String>,
+    /// default route), `mtu`, `linkInContainer`, `dns` and IPAM.
+    child: ChildConf,
     mode: IpvlanMode,
-    mtu: i64,
-    link_in_container: bool,
-    dns: Dns,
-    ipam: bool,
     prev: Option<CniResult>,
 }
 
@@ -61,12 +57,8 @@ fn load_bytes(
         )
     })?;
     Ok(Conf {
-        master: raw.master.filter(|m| !m.is_empty()),
+        child: ChildConf::new(raw.master, raw.mtu, raw.link_in_container, common),
         mode,
-        mtu: raw.mtu.unwrap_or(0),
-        link_in_container: raw.link_in_container.unwrap_or(false),
-        dns: common.dns.clone().unwrap_or_default(),
-        ipam: common.ipam_type().is_some(),
         prev,
     })
 }
@@ -74,7 +66,7 @@ fn load_bytes(
 impl Conf {
     /// The parent's name, if the config or the previous result gives one.
     fn master_name(&self) -> Result<Option<String>, CniError> {
-        if let Some(m) = &self.master {
+        if let Some(m) = &self.child.master {
             return Ok(Some(m.clone()));
         }
         match &self.prev {
@@ -88,14 +80,14 @@ impl Conf {
         }
     }
 
+    /// The parent: configured, the previous result's or the default route's.
+    fn master(&self, cx: &Ctx) -> Result<cni_net::Link, CniError> {
+        self.child.parent_named(cx, self.master_name()?.as_deref())
+    }
+
     fn kind(&self) -> ChildKind {
         ChildKind::Ipvlan { mode: self.mode }
     }
-}
-
-fn master(cx: &Ctx, conf: &Conf) -> Result<Link, CniError> {
-    let name = conf.master_name()?;
-    link_plugin::resolve_master(cx.parent_nl(conf.link_in_container), name.as_deref())
 }
 
 struct Ipvlan;
@@ -108,20 +100,12 @@ impl Plugin for Ipvlan {
     fn add(&self, args: &CmdArgs) -> CmdResult {
         let conf = load(args)?;
         let cx = Ctx::open(args)?;
-        let master = master(&cx, &conf)?;
-        let mtu = link_plugin::check_mtu(conf.mtu, &master)?;
-        let new = NewLink {
-            what: "ipvlan",
-            kind: conf.kind(),
-            master: Some(&master),
-            in_container: conf.link_in_container,
-            mtu,
-            mac: None,
-        };
+        let master = conf.master(&cx)?;
+        let new = conf.child.new_link(conf.kind(), &master, None)?;
         // IPAM when configured; else a previous result's addresses
         // (chained); else L2 (the reference refuses: #572).
         let addressing = match &conf.prev {
-            _ if conf.ipam => Addressing::Ipam,
+            _ if conf.child.ipam => Addressing::Ipam,
             Some(r) if !r.ips.is_empty() => Addressing::Prev(r.clone()),
             _ => Addressing::L2,
         };
@@ -129,7 +113,7 @@ impl Plugin for Ipvlan {
         let opts = L3Opts {
             arp_notify: l3,
             ndisc_notify: l3,
-            dns: Some(conf.dns.clone()),
+            dns: Some(conf.child.dns.clone()),
         };
         let result = link_plugin::add(args, &cx, &new, addressing, &opts)?;
         Ok(Output::Result(result))
@@ -147,14 +131,8 @@ impl Plugin for Ipvlan {
     fn check(&self, args: &CmdArgs) -> CmdResult {
         let conf = load(args)?;
         let cx = Ctx::open(args)?;
-        master(&cx, &conf)?;
-        let expect = Expect {
-            kind: Some("ipvlan"),
-            data: Some(conf.kind()),
-            routes: true,
-            ..Expect::default()
-        };
-        link_plugin::check(args, &cx, conf.ipam, &expect)?;
+        conf.master(&cx)?;
+        link_plugin::check(args, &cx, conf.child.ipam, &Expect::child(conf.kind()))?;
         Ok(Output::Nothing)
     }
 
@@ -165,9 +143,7 @@ impl Plugin for Ipvlan {
     }
 
     fn status(&self, args: &CmdArgs) -> CmdResult {
-        let conf = load(args)?;
-        let master = conf.master.as_deref().filter(|_| !conf.link_in_container);
-        link_plugin::status(args, master)?;
+        load(args)?.child.status(args)?;
         Ok(Output::Nothing)
     }
 }
@@ -194,7 +170,7 @@ mod tests {
     fn keys_and_defaults() {
         let c = load_str(r#"{"name":"n","cniVersion":"1.0.0"}"#).unwrap();
         assert_eq!(
-            (c.mode, c.mtu, c.link_in_container),
+            (c.mode, c.child.mtu, c.child.link_in_container),
             (IpvlanMode::L2, 0, false)
         );
         assert_eq!(c.master_name().unwrap(), None);
@@ -204,7 +180,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.master_name().unwrap().as_deref(), Some("eth1"));
         assert_eq!(
-            (c.mode, c.mtu, c.link_in_container),
+            (c.mode, c.child.mtu, c.child.link_in_container),
             (IpvlanMode::L3s, 1400, true)
         );
         for (bad, want) in [

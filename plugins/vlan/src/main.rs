@@ -2,9 +2,9 @@
 //! created straight into the container. Everything but the config and the
 //! link kind is `cni_net::link_plugin`.
 
-use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts, NewLink};
-use cni_net::{ChildKind, Link};
-use cni_skel::{CmdArgs, CmdResult, CniError, Dns, Output, Plugin};
+use cni_net::ChildKind;
+use cni_net::link_plugin::{self, Addressing, ChildConf, Ctx, Expect, L3Opts};
+use cni_skel::{CmdArgs, CmdResult, CniError, Output, Plugin};
 use serde::Deserialize;
 use std::process::ExitCode;
 
@@ -27,12 +27,10 @@ struct Raw {
 /// A parsed vlan config.
 #[derive(Debug, Clone)]
 struct Conf {
-    master: String,
+    /// `master` (required), `mtu`, `linkInContainer`, `dns` and IPAM (L3
+    /// when set; else L2).
+    child: ChildConf,
     id: u16,
-    mtu: i64,
-    link_in_container: bool,
-    dns: Dns,
-    ipam: bool,
 }
 
 fn load(args: &CmdArgs) -> Result<Conf, CniError> {
@@ -42,11 +40,12 @@ fn load(args: &CmdArgs) -> Result<Conf, CniError> {
 fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf) -> Result<Conf, CniError> {
     let raw: Raw = cni_skel::gojson::from_slice(stdin)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
-    let master = raw.master.filter(|m| !m.is_empty()).ok_or_else(|| {
-        CniError::invalid_config(
+    let child = ChildConf::new(raw.master, raw.mtu, raw.link_in_container, common);
+    if child.master.is_none() {
+        return Err(CniError::invalid_config(
             r#""master" field is required. It specifies the host interface name to create the VLAN for"#,
-        )
-    })?;
+        ));
+    }
     let id = raw.vlan_id.unwrap_or(0);
     let id = u16::try_from(id)
         .ok()
@@ -56,24 +55,13 @@ fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf) -> Result<Conf, CniError
                 "invalid VLAN ID {id} (must be between 0 and {MAX_VLAN_ID} inclusive)"
             ))
         })?;
-    Ok(Conf {
-        master,
-        id,
-        mtu: raw.mtu.unwrap_or(0),
-        link_in_container: raw.link_in_container.unwrap_or(false),
-        dns: common.dns.clone().unwrap_or_default(),
-        ipam: common.ipam_type().is_some(),
-    })
+    Ok(Conf { child, id })
 }
 
 impl Conf {
     fn kind(&self) -> ChildKind {
         ChildKind::Vlan { id: self.id }
     }
-}
-
-fn master(cx: &Ctx, conf: &Conf) -> Result<Link, CniError> {
-    link_plugin::resolve_master(cx.parent_nl(conf.link_in_container), Some(&conf.master))
 }
 
 struct Vlan;
@@ -86,24 +74,16 @@ impl Plugin for Vlan {
     fn add(&self, args: &CmdArgs) -> CmdResult {
         let conf = load(args)?;
         let cx = Ctx::open(args)?;
-        let master = master(&cx, &conf)?;
-        let mtu = link_plugin::check_mtu(conf.mtu, &master)?;
-        let new = NewLink {
-            what: "vlan",
-            kind: conf.kind(),
-            master: Some(&master),
-            in_container: conf.link_in_container,
-            mtu,
-            mac: None,
-        };
+        let master = conf.child.parent(&cx)?;
+        let new = conf.child.new_link(conf.kind(), &master, None)?;
         // Without IPAM: L2 (the reference requires IPAM; PR #1302).
-        let addressing = if conf.ipam {
+        let addressing = if conf.child.ipam {
             Addressing::Ipam
         } else {
             Addressing::L2
         };
         let opts = L3Opts {
-            dns: Some(conf.dns.clone()),
+            dns: Some(conf.child.dns.clone()),
             ..L3Opts::default()
         };
         let result = link_plugin::add(args, &cx, &new, addressing, &opts)?;
@@ -115,23 +95,17 @@ impl Plugin for Vlan {
     /// the address is never released).
     fn del(&self, args: &CmdArgs) -> CmdResult {
         let conf = load(args)?;
-        link_plugin::del(args, conf.ipam)?;
+        link_plugin::del(args, conf.child.ipam)?;
         Ok(Output::Nothing)
     }
 
     fn check(&self, args: &CmdArgs) -> CmdResult {
         let conf = load(args)?;
         let cx = Ctx::open(args)?;
-        master(&cx, &conf)?;
-        let expect = Expect {
-            kind: Some("vlan"),
-            data: Some(conf.kind()),
-            routes: true,
-            ..Expect::default()
-        };
-        link_plugin::check(args, &cx, conf.ipam, &expect)?;
+        conf.child.parent(&cx)?;
+        link_plugin::check(args, &cx, conf.child.ipam, &Expect::child(conf.kind()))?;
         // A configured MTU is compared too, as the reference does.
-        if let Some(mtu) = u32::try_from(conf.mtu).ok().filter(|m| *m > 0)
+        if let Some(mtu) = u32::try_from(conf.child.mtu).ok().filter(|m| *m > 0)
             && let Some(l) = cx.ns_nl.link_by_name(&args.ifname)?
             && l.mtu != mtu
         {
@@ -150,9 +124,7 @@ impl Plugin for Vlan {
     }
 
     fn status(&self, args: &CmdArgs) -> CmdResult {
-        let conf = load(args)?;
-        let master = Some(conf.master.as_str()).filter(|_| !conf.link_in_container);
-        link_plugin::status(args, master)?;
+        load(args)?.child.status(args)?;
         Ok(Output::Nothing)
     }
 }
@@ -211,8 +183,8 @@ mod tests {
         let c =
             load_str(r#"{"name":"n","MASTER":"eth1","VLANID":7,"linkincontainer":true}"#).unwrap();
         assert_eq!(
-            (c.master.as_str(), c.id, c.link_in_container),
-            ("eth1", 7, true)
+            (c.child.master.as_deref(), c.id, c.child.link_in_container),
+            (Some("eth1"), 7, true)
         );
     }
 }
