@@ -74,14 +74,19 @@ fn sh(cmd: &str) -> Output {
     Command::new("sh").args(["-c", cmd]).output().expect("sh")
 }
 
-fn sh_ok(cmd: &str) -> String {
-    let out = sh(cmd);
+/// The stdout of a command that must have succeeded (`what` names it when
+/// it did not).
+fn succeeded(what: &str, out: Output) -> String {
     assert!(
         out.status.success(),
-        "{cmd} failed: {}",
+        "{what} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn sh_ok(cmd: &str) -> String {
+    succeeded(cmd, sh(cmd)).trim().to_string()
 }
 
 fn sha256(path: &Path) -> String {
@@ -418,13 +423,7 @@ impl Containerd {
     }
 
     fn ctr_ok(&self, args: &[&str]) -> String {
-        let out = self.ctr(args);
-        assert!(
-            out.status.success(),
-            "ctr {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        succeeded(&format!("ctr {args:?}"), self.ctr(args))
     }
 }
 
@@ -972,13 +971,7 @@ impl Podman {
     }
 
     fn podman_ok(&self, args: &[&str]) -> String {
-        let out = self.podman(args);
-        assert!(
-            out.status.success(),
-            "podman {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        succeeded(&format!("podman {args:?}"), self.podman(args))
     }
 }
 
