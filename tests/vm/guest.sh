@@ -65,6 +65,9 @@ EOF
     chmod +x /run/vm/modprobe
     echo /run/vm/modprobe >/proc/sys/kernel/modprobe
     modprobe() { /run/vm/modprobe "$@"; }
+    # Its IPv6 is a module too (ipv6.ko; built in for amd64): load it
+    # before the check below, which is about IPv6 that fails to come up.
+    modprobe ipv6 || echo "vmtest: modprobe ipv6 failed"
 fi
 
 ip link set lo up
