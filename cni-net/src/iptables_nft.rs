@@ -396,24 +396,12 @@ mod tests {
     }
 
     fn iptables_nft_restore(v6: bool, text: &str) {
-        use std::io::Write;
         let tool = if v6 {
             "ip6tables-nft-restore"
         } else {
             "iptables-nft-restore"
         };
-        let mut child = std::process::Command::new(tool)
-            .args(["--noflush", "-w"])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        assert!(child.wait().unwrap().success(), "{tool}");
+        crate::nf_tables::tests::restore_noflush(tool, text.as_bytes());
     }
 
     /// The kernel holds the same rules whichever way they were added.

@@ -300,7 +300,7 @@ pub fn chain_exists(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::nl::nfnl::Request;
     use netlink_packet_core::NLM_F_REQUEST;
@@ -470,7 +470,7 @@ mod tests {
 
     /// Feeds `rules` to `tool --noflush -w` (iptables-nft-restore or
     /// ip6tables-nft-restore) in the current netns.
-    fn restore_noflush(tool: &str, rules: &[u8]) {
+    pub(crate) fn restore_noflush(tool: &str, rules: &[u8]) {
         use std::io::Write;
         let mut child = std::process::Command::new(tool)
             .args(["--noflush", "-w"])
