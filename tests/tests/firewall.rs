@@ -1594,15 +1594,6 @@ struct Tools {
     dir: std::path::PathBuf,
 }
 
-const TOOL_NAMES: [&str; 6] = [
-    "iptables",
-    "iptables-save",
-    "iptables-restore",
-    "ip6tables",
-    "ip6tables-save",
-    "ip6tables-restore",
-];
-
 impl Tools {
     fn dir() -> std::path::PathBuf {
         std::env::temp_dir().join(rcni_tests::unique("nft13tools"))
@@ -1637,7 +1628,8 @@ impl Tools {
     }
 
     fn links(dir: std::path::PathBuf, target: &std::path::Path) -> Tools {
-        for t in TOOL_NAMES {
+        // The x_tables multi-binary serves every tool of the list but nft.
+        for t in rcni_tests::FIREWALL_TOOLS.iter().filter(|t| **t != "nft") {
             std::os::unix::fs::symlink(target, dir.join(t)).unwrap();
         }
         Tools { dir }
