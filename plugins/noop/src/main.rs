@@ -9,6 +9,9 @@
 //! plugin panics (no or unreadable debug file while discovering versions)
 //! this one answers with a CNI error (code 999) instead.
 
+// dlmalloc rather than musl's allocator (see cni-alloc).
+use cni_alloc as _;
+
 mod debug;
 
 use cni_skel::{CmdArgs, CmdResult, Plugin, version};

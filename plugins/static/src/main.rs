@@ -2,6 +2,9 @@
 //! config (or CNI_ARGS, `args`, `runtimeConfig`) names. Pure computation:
 //! no kernel access, no state, so DEL, GC and STATUS have nothing to do.
 
+// dlmalloc rather than musl's allocator (see cni-alloc).
+use cni_alloc as _;
+
 mod config;
 
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, IpConfig, Output, Plugin};
