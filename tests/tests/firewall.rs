@@ -1627,6 +1627,25 @@ impl Tools {
         Tools::links(dir, std::path::Path::new("/usr/sbin/xtables-legacy-multi"))
     }
 
+    /// iptables-nft (as [`Tools::recording`] named `xtables-nft-multi`, so
+    /// the plugin takes it for the nf_tables variant), except `tool`, a
+    /// script that reads its input and fails as a refused transaction does.
+    /// The plugin cannot tell what the script is, so that family takes the
+    /// text path.
+    fn failing(tool: &str) -> Tools {
+        let tools = Tools::recording("xtables-nft-multi");
+        let script = tools.dir.join(tool);
+        std::fs::remove_file(&script).unwrap();
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\ncat >/dev/null\necho \"{tool}: line 2 failed (rcni test)\" >&2\nexit 1\n"),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        tools
+    }
+
     fn links(dir: std::path::PathBuf, target: &std::path::Path) -> Tools {
         // The x_tables multi-binary serves every tool of the list but nft.
         for t in rcni_tests::FIREWALL_TOOLS.iter().filter(|t| **t != "nft") {
@@ -1930,4 +1949,156 @@ fn legacy_iptables_takes_the_text_path() {
     assert!(!saved.contains("10.138.65.3"), "{saved}");
     assert!(saved.contains("10.138.65.2"), "{saved}");
     run_with(&legacy, &ours(), "DEL", &host, &sandbox, "fwleg1", &c1).ok();
+}
+
+// ---- a failed ADD undoes the family it already wrote ----
+
+/// A `prevResult` with the addresses `addrs` on the container interface.
+fn prev_of(addrs: &[&str], sandbox: &Netns) -> Value {
+    let ips: Vec<Value> = addrs
+        .iter()
+        .map(|a| {
+            let len = if a.contains(':') { 112 } else { 24 };
+            json!({"address": format!("{a}/{len}"), "interface": 1})
+        })
+        .collect();
+    json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{"name": "fwbr0"}, {"name": "eth0", "sandbox": sandbox.path()}],
+        "ips": ips
+    })
+}
+
+/// The families are separate transactions (netlink for one and
+/// `iptables-restore` for the other, or `iptables-restore` for each): when
+/// the second fails, the first is undone, so no rule or record of the
+/// container is left in either family, and the error is the tool's, in
+/// Go's shape. Each order: IPv4 over netlink then IPv6 by text, IPv6 over
+/// netlink then IPv4 by text, IPv4 by text then IPv6 by text. Another
+/// container's rules (the one whose ADD made the chains) stay.
+#[test]
+fn failed_second_family_leaves_nothing() {
+    if skip("failed_second_family_leaves_nothing", false) {
+        return;
+    }
+    let real = Tools::recording("xtables-nft-multi");
+    // (case, the family made ready beforehand (its chains there: the netlink
+    // path), the tool that fails, the path the first family should take)
+    let cases = [
+        ("v4 netlink, v6 text", Some(false), "ip6tables-restore"),
+        ("v6 netlink, v4 text", Some(true), "iptables-restore"),
+        ("v4 text, v6 text", None, "ip6tables-restore"),
+    ];
+    for (i, (case, ready, failing_tool)) in cases.into_iter().enumerate() {
+        let host = Lab::bare();
+        let sandbox = Netns::new("fwc");
+        // IPv6 in canonical form, as ip6tables-save prints it.
+        let canon = |a: String| a.parse::<std::net::Ipv6Addr>().unwrap().to_string();
+        let (a4, a6) = (
+            format!("10.148.{i}.2"),
+            canon(format!("fd21:148::{}:2", i + 1)),
+        );
+        let (b4, b6) = (
+            format!("10.148.{i}.3"),
+            canon(format!("fd21:148::{}:3", i + 1)),
+        );
+        let net = "frnet";
+        let mut kept: Vec<String> = Vec::new();
+        if let Some(v6) = ready {
+            let other = if v6 { &b6 } else { &b4 };
+            let c = conf(net, &json!({}), Some(&prev_of(&[other], &sandbox)));
+            run_with(&real, &ours(), "ADD", &host, &sandbox, "frother", &c).ok();
+            kept.push(other.clone());
+        }
+        real.take_calls();
+        let fails = Tools::failing(failing_tool);
+        let c = conf(
+            net,
+            &json!({}),
+            Some(&prev_of(&[a4.as_str(), a6.as_str()], &sandbox)),
+        );
+        let out = run_with(&fails, &ours(), "ADD", &host, &sandbox, "fr1", &c);
+        let e = out.err();
+        assert_eq!(e["code"], 999, "{case}: {e}");
+        let msg = e["msg"].as_str().unwrap();
+        assert!(
+            msg.starts_with("iptables: ") && msg.contains("line 2 failed (rcni test)"),
+            "{case}: {e}"
+        );
+        let calls = fails.take_calls();
+        let first_by_text = if failing_tool == "ip6tables-restore" {
+            "iptables-restore"
+        } else {
+            "ip6tables-restore"
+        };
+        // The path the first family took (only xtables-nft-multi calls are
+        // recorded; the failing script records nothing).
+        assert_eq!(
+            calls.iter().any(|c| c.starts_with(first_by_text)),
+            ready.is_none(),
+            "{case}: {calls:?}"
+        );
+        for a in [&a4, &a6] {
+            assert!(
+                no_address_rules(&host, a),
+                "{case}: {a}'s rules left: {:?}",
+                rules(&host)
+            );
+            assert_eq!(records(&host, a), 0, "{case}: {a}'s record left");
+        }
+        for a in &kept {
+            assert!(has_address_rules(&host, a), "{case}: {a}'s rules gone");
+            assert_eq!(records(&host, a), 1, "{case}: {a}'s record gone");
+        }
+        // Nothing in the way of the ADD again, which works, and of DEL.
+        run_with(&real, &ours(), "ADD", &host, &sandbox, "fr1", &c).ok();
+        for a in [&a4, &a6] {
+            assert!(
+                has_address_rules(&host, a),
+                "{case}: {a} after the ADD again"
+            );
+        }
+        run_with(&real, &ours(), "DEL", &host, &sandbox, "fr1", &c).ok();
+        for a in [&a4, &a6] {
+            assert!(
+                no_address_rules(&host, a) && records(&host, a) == 0,
+                "{case}"
+            );
+        }
+    }
+}
+
+/// A repeated ADD that fails in its second family takes away nothing of
+/// what the first ADD made: the undo is of what this ADD wrote.
+#[test]
+fn failed_repeated_add_keeps_the_first() {
+    if skip("failed_repeated_add_keeps_the_first", false) {
+        return;
+    }
+    let real = Tools::recording("xtables-nft-multi");
+    let host = Lab::bare();
+    let sandbox = Netns::new("fwc");
+    let (a4, a6) = ("10.148.8.2", "fd21:148::8:2");
+    let c = conf("frnet", &json!({}), Some(&prev_of(&[a4, a6], &sandbox)));
+    run_with(&real, &ours(), "ADD", &host, &sandbox, "fr2", &c).ok();
+    let before = rules(&host);
+    let fails = Tools::failing("ip6tables-restore");
+    // Its IPv6 rules gone, the repeated ADD must run ip6tables-restore.
+    host.exec_ok(
+        "ip6tables",
+        &[
+            "-w",
+            "-D",
+            "CNI-FORWARD",
+            "-s",
+            &format!("{a6}/128"),
+            "-j",
+            "ACCEPT",
+        ],
+    );
+    run_with(&fails, &ours(), "ADD", &host, &sandbox, "fr2", &c).err();
+    let mut want = before.clone();
+    want.retain(|r| !r.contains(&format!("-s {a6}/128 -j ACCEPT")));
+    assert_eq!(rules(&host), want);
+    run_with(&real, &ours(), "DEL", &host, &sandbox, "fr2", &c).ok();
 }

@@ -517,11 +517,39 @@ fn appended_rules(family: Family, att: &Attachment<'_>, ips: &[IpAddr]) -> Vec<(
 /// rules of both families are appended over netlink in one transaction,
 /// encoded as iptables-nft encodes them: no tool runs. Otherwise, or when
 /// that fails, one `iptables-restore` transaction per family.
+///
+/// The families are separate transactions, so a failure in one can come
+/// after the other was written: that one is then undone with DEL's code
+/// (this attachment's records and the rules of its addresses, in the
+/// families this ADD recorded it in), and the first error is returned. The
+/// chains, jumps and isolation rules stay, as after a DEL: they are shared.
 pub fn add(
     conf: &Conf,
     att: &Attachment<'_>,
     ips: &[IpAddr],
     isolation: Option<(&str, IngressPolicy)>,
+) -> Result<(), CniError> {
+    let mut recorded: Vec<Family> = Vec::new();
+    let Err(e) = add_families(conf, att, ips, isolation, &mut recorded) else {
+        return Ok(());
+    };
+    if !recorded.is_empty()
+        && let Err(undo) = remove(att, ips, &recorded)
+    {
+        log::warn!("undoing the failed ADD in {recorded:?}: {}", undo.msg);
+    }
+    Err(e)
+}
+
+/// [`add`] without the undo: pushes onto `recorded` each family in which
+/// it wrote this attachment's records (a repeated ADD, whose records were
+/// there already, pushes none: what it finds is not its to undo).
+fn add_families(
+    conf: &Conf,
+    att: &Attachment<'_>,
+    ips: &[IpAddr],
+    isolation: Option<(&str, IngressPolicy)>,
+    recorded: &mut Vec<Family>,
 ) -> Result<(), CniError> {
     let of_family = |family: Family| -> Vec<IpAddr> {
         ips.iter()
@@ -546,17 +574,21 @@ pub fn add(
             by_tool.push((family, Some(table)));
         }
     }
+    let appended: Vec<Family> = families(ips)
+        .into_iter()
+        .filter(|f| appends.iter().any(|(af, _)| af == f))
+        .collect();
     if !appends.is_empty() {
         let rules: Vec<XtRule> = appends.iter().map(|(_, r)| r.clone()).collect();
-        if !iptables::nft_append(TABLE, &rules) {
+        if iptables::nft_append(TABLE, &rules) {
+            // known_state made sure none of these records existed.
+            recorded.extend(&appended);
+        } else {
             // Nothing was added: those families by text, read afresh.
-            for family in families(ips) {
-                if appends.iter().any(|(f, _)| *f == family) {
-                    by_tool.push((family, None));
-                }
-            }
+            by_tool.extend(appended.iter().map(|f| (*f, None)));
         }
     }
+    let record_line = format!("-A {RECORDS_CHAIN} ");
     for (family, table) in by_tool {
         let table = match table {
             Some(t) => t,
@@ -566,6 +598,9 @@ pub fn add(
         };
         let lines = add_lines(&table, conf, att, &of_family(family), isolation);
         iptables::restore(family, TABLE, &lines).map_err(ipt_err)?;
+        if lines.iter().any(|l| l.starts_with(&record_line)) {
+            recorded.push(family);
+        }
     }
     Ok(())
 }
@@ -648,6 +683,16 @@ fn removal_lines(
 /// any) and of the addresses recorded for this attachment, in every family
 /// where there can be any. Rules already gone are not an error.
 pub fn del(att: &Attachment<'_>, prev_ips: &[IpAddr]) -> Result<(), CniError> {
+    let families: Vec<Family> = [Family::V4, Family::V6]
+        .into_iter()
+        .filter(|f| iptables::usable(*f))
+        .collect();
+    remove(att, prev_ips, &families)
+}
+
+/// DEL's work in `families` only (DEL: every usable one; a failed ADD:
+/// those it wrote).
+fn remove(att: &Attachment<'_>, prev_ips: &[IpAddr], families: &[Family]) -> Result<(), CniError> {
     let key = att.key();
     let of_family = |family: Family| -> Vec<IpAddr> {
         prev_ips
@@ -656,14 +701,10 @@ pub fn del(att: &Attachment<'_>, prev_ips: &[IpAddr]) -> Result<(), CniError> {
             .filter(|ip| Family::of(*ip) == family)
             .collect()
     };
-    let families: Vec<Family> = [Family::V4, Family::V6]
-        .into_iter()
-        .filter(|f| iptables::usable(*f))
-        .collect();
     // Over netlink, both families in one transaction, where that is sure.
     let mut doomed: Vec<(Family, &str, u64)> = Vec::new();
     let mut by_text: Vec<Family> = Vec::new();
-    for &family in &families {
+    for &family in families {
         match doomed_by_handle(family, &key, &of_family(family)) {
             Some(rules) => doomed.extend(rules.into_iter().map(|(c, h)| (family, c, h))),
             None => by_text.push(family),
@@ -671,7 +712,7 @@ pub fn del(att: &Attachment<'_>, prev_ips: &[IpAddr]) -> Result<(), CniError> {
     }
     if !doomed.is_empty() && !iptables::nft_delete(TABLE, &doomed) {
         // A rule gone meanwhile (nothing was deleted): all by text.
-        by_text = families;
+        by_text = families.to_vec();
     }
     for family in by_text {
         let table = iptables::save_unless_absent(family, TABLE, &[FORWARD_CHAIN, RECORDS_CHAIN])
