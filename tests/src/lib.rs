@@ -18,6 +18,8 @@ pub mod dhcp_util;
 
 pub mod chain_util;
 
+pub mod fw_tools;
+
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
