@@ -19,6 +19,7 @@
 #![cfg(test)]
 
 use cni_runtime::{CniConfig, CniError, CniResult, GcAttachment, NetworkConfigList, RuntimeConf};
+use rcni_tests::fw_tools::Tools;
 use rcni_tests::tempdir::TempDir;
 use rcni_tests::{
     FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, bin_dir, go_bin, skip_unless,
@@ -1234,5 +1235,166 @@ fn status_reports_the_backend() {
             .run()
             .err();
         assert_eq!(e["code"], 50, "{backend}: {e}");
+    }
+}
+
+// ---- a failed ADD leaves nothing ----
+
+/// A "host" with a bridge holding 10.148.(16+k).1/24 and
+/// fd21:148::(16+k):1/112 (so that the container's addresses route through
+/// it), a container namespace and the `prevResult` naming both.
+fn undo_world(k: u8) -> (Netns, Netns, Value, String, String) {
+    let host = Netns::new("frh");
+    let sandbox = Netns::new("frc");
+    host.exec_ok("ip", &["link", "add", "frbr", "type", "bridge"]);
+    host.exec_ok(
+        "ip",
+        &[
+            "addr",
+            "add",
+            &format!("10.148.{}.1/24", 16 + k),
+            "dev",
+            "frbr",
+        ],
+    );
+    host.exec_ok(
+        "ip",
+        &[
+            "-6",
+            "addr",
+            "add",
+            &format!("fd21:148::{}:1/112", 16 + k),
+            "dev",
+            "frbr",
+            "nodad",
+        ],
+    );
+    host.exec_ok("ip", &["link", "set", "frbr", "up"]);
+    let (a4, a6) = (
+        format!("10.148.{}.2", 16 + k),
+        format!("fd21:148::{}:2", 16 + k),
+    );
+    let prev = json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": "eth0", "sandbox": sandbox.path().display().to_string()}],
+        "ips": [{"interface": 0, "address": format!("{a4}/24")},
+                {"interface": 0, "address": format!("{a6}/112")}]});
+    (host, sandbox, prev, a4, a6)
+}
+
+/// Nothing of container `cid` of network `net` in either family: no
+/// `CNI-DN-` chain or entry in the iptables `nat` tables, no rule commented
+/// with its ID in nftables' `cni_hostport`.
+fn nothing_of(host: &Netns, net: &str, cid: &str) -> Result<(), String> {
+    let chain = chain_of(net, cid);
+    for tool in ["iptables-save", "ip6tables-save"] {
+        let saved = host.exec_ok(tool, &["-t", "nat"]);
+        if saved.contains(&chain) || saved.contains(&format!("id: \\\"{cid}\\\"")) {
+            return Err(format!("{tool}:\n{saved}"));
+        }
+    }
+    let nft = String::from_utf8_lossy(&host.exec("nft", &["list", "ruleset"]).stdout).into_owned();
+    if nft.contains(&format!("comment \"{cid}\"")) {
+        return Err(format!("nft:\n{nft}"));
+    }
+    Ok(())
+}
+
+/// With iptables the families are two transactions, IPv4 first: when
+/// IPv6's fails, IPv4's chain and entry are undone, and the error is the
+/// tool's, in Go's shape.
+#[test]
+fn failed_ipv6_undoes_ipv4() {
+    if skip("failed_ipv6_undoes_ipv4") {
+        return;
+    }
+    let (host, sandbox, prev, _, _) = undo_world(0);
+    let maps = json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]);
+    let c = pm_conf("frpm", json!({}), maps, Some(&prev));
+    let fails = Tools::failing("ip6tables-restore");
+    let out = Invocation::new(bin("portmap"), "ADD")
+        .attach("frpm1", &sandbox, "eth0")
+        .env("PATH", fails.path())
+        .in_host(&host)
+        .config(&c)
+        .run();
+    let e = out.err();
+    assert_eq!(e["code"], 999, "{e}");
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("unable to set up iptables rules for port mappings"),
+        "{e}"
+    );
+    assert!(
+        fails
+            .take_calls()
+            .iter()
+            .any(|c| c.starts_with("iptables-restore")),
+        "IPv4 was not written first"
+    );
+    nothing_of(&host, "frpm", "frpm1").unwrap();
+    // The ADD again, with working tools, and DEL.
+    let run = |cmd: &str| {
+        Invocation::new(bin("portmap"), cmd)
+            .attach("frpm1", &sandbox, "eth0")
+            .in_host(&host)
+            .config(&c)
+            .run()
+    };
+    run("ADD").ok();
+    assert!(nothing_of(&host, "frpm", "frpm1").is_err());
+    run("DEL").ok();
+    nothing_of(&host, "frpm", "frpm1").unwrap();
+}
+
+/// The last step of ADD, `route_localnet` on the interface that routes to
+/// the container (with `snat`, the default), fails after both families'
+/// rules are there when /proc/sys is read-only: with either backend they
+/// are undone.
+#[test]
+fn failed_route_localnet_undoes_the_rules() {
+    if skip("failed_route_localnet_undoes_the_rules") {
+        return;
+    }
+    // The plugin behind a wrapper that makes /proc/sys read-only in a
+    // mount namespace of its own.
+    let dir = TempDir::new("frro");
+    let wrapper = dir.path().join("portmap");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec unshare -m --propagation private sh -c 'mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && exec {}'\n",
+            bin("portmap").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (k, backend) in [(1u8, "iptables"), (2, "nftables")] {
+        let (host, sandbox, prev, _, _) = undo_world(k);
+        let maps = json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]);
+        let c = pm_conf("frpm", json!({"backend": backend}), maps, Some(&prev));
+        let run = |plugin: &std::path::Path, cmd: &str| {
+            Invocation::new(plugin, cmd)
+                .attach("frpm2", &sandbox, "eth0")
+                .in_host(&host)
+                .config(&c)
+                .run()
+        };
+        let e = run(&wrapper, "ADD").err();
+        assert_eq!(e["code"], 999, "{backend}: {e}");
+        assert!(
+            e["msg"]
+                .as_str()
+                .unwrap()
+                .starts_with("unable to enable route_localnet"),
+            "{backend}: {e}"
+        );
+        nothing_of(&host, "frpm", "frpm2").unwrap_or_else(|s| panic!("{backend}: {s}"));
+        run(&bin("portmap"), "ADD").ok();
+        assert!(nothing_of(&host, "frpm", "frpm2").is_err(), "{backend}");
+        run(&bin("portmap"), "DEL").ok();
+        nothing_of(&host, "frpm", "frpm2").unwrap_or_else(|s| panic!("{backend}: {s}"));
     }
 }

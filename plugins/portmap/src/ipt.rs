@@ -434,9 +434,15 @@ fn failed_at_first_command(stderr: &str) -> bool {
 /// Removes one container's rules from both families. A family whose
 /// iptables cannot be used is skipped; it is an error only when neither can.
 pub fn del(conf: &Conf, container_id: &str) -> Result<(), CniError> {
+    del_in(conf, container_id, &[false, true])
+}
+
+/// [`del`] in the families `v6s` only (`false`: IPv4, `true`: IPv6); an
+/// error when none of them can be used.
+pub fn del_in(conf: &Conf, container_id: &str, v6s: &[bool]) -> Result<(), CniError> {
     let network = conf.network.as_str();
     let mut unusable = Vec::new();
-    for v6 in [false, true] {
+    for &v6 in v6s {
         if chain_surely_absent(v6, &dnat_chain(network, container_id)) {
             continue;
         }
@@ -460,7 +466,7 @@ pub fn del(conf: &Conf, container_id: &str) -> Result<(), CniError> {
             ))
         })?;
     }
-    if unusable.len() == 2 {
+    if !v6s.is_empty() && unusable.len() == v6s.len() {
         return Err(CniError::internal(format!(
             "neither iptables nor ip6tables is usable: {}",
             unusable.join("; ")

@@ -95,6 +95,46 @@ fn addrs_of(v4: Option<IpNetwork>, v6: Option<IpNetwork>) -> Vec<IpNetwork> {
     [v4, v6].into_iter().flatten().collect()
 }
 
+/// The rules of ADD, family by family with iptables (pushing each family
+/// written onto `written`), both in one transaction with nftables.
+fn add_rules(
+    conf: &Conf,
+    backend: Backend,
+    args: &CmdArgs,
+    addrs: &[IpNetwork],
+    written: &mut Vec<bool>,
+) -> Result<(), CniError> {
+    match backend {
+        Backend::Iptables => {
+            for addr in addrs {
+                ipt::add(conf, &args.container_id, *addr)?;
+                written.push(addr.is_ipv6());
+            }
+        }
+        Backend::Nftables => {
+            nft::add(conf, &args.container_id, addrs)?;
+            written.extend(addrs.iter().map(|a| a.is_ipv6()));
+        }
+    }
+    Ok(())
+}
+
+/// What ADD does once the rules are there (so that new traffic takes them).
+fn after_rules(conf: &Conf, v4: Option<IpNetwork>, v6: Option<IpNetwork>) -> Result<(), CniError> {
+    match (v4, v6) {
+        (Some(_), Some(_)) => flush_conntrack(conf, None),
+        (Some(_), None) => flush_conntrack(conf, Some(cni_net::IpFamily::V4)),
+        (None, Some(_)) => flush_conntrack(conf, Some(cni_net::IpFamily::V6)),
+        (None, None) => {}
+    }
+    if let Some(v4) = v4
+        && conf.snat
+    {
+        enable_localnet_routing(v4.ip())?;
+    }
+    Ok(())
+}
+
 impl Plugin for Portmap {
     fn about(&self) -> String {
         format!("CNI portmap plugin v{}", env!("CARGO_PKG_VERSION"))
@@ -113,25 +153,22 @@ impl Plugin for Portmap {
         let addrs = addrs_of(v4, v6);
         let backend = resolve(&conf).map_err(|e| e.context("failed to parse config"))?;
         let _lock = lock();
-        match backend {
-            Backend::Iptables => {
-                for addr in &addrs {
-                    ipt::add(&conf, &args.container_id, *addr)?;
+        // The families whose rules this ADD wrote (`true`: IPv6): undone
+        // when a later step fails, so that a failed ADD leaves nothing.
+        let mut written: Vec<bool> = Vec::new();
+        if let Err(e) = add_rules(&conf, backend, args, &addrs, &mut written)
+            .and_then(|()| after_rules(&conf, v4, v6))
+        {
+            if !written.is_empty() {
+                let undone = match backend {
+                    Backend::Iptables => ipt::del_in(&conf, &args.container_id, &written),
+                    Backend::Nftables => nft::del(&conf.network, &args.container_id),
+                };
+                if let Err(u) = undone {
+                    log::warn!("undoing the failed ADD: {}", u.msg);
                 }
             }
-            Backend::Nftables => nft::add(&conf, &args.container_id, &addrs)?,
-        }
-        // After the rules, so new traffic takes them.
-        match (v4, v6) {
-            (Some(_), Some(_)) => flush_conntrack(&conf, None),
-            (Some(_), None) => flush_conntrack(&conf, Some(cni_net::IpFamily::V4)),
-            (None, Some(_)) => flush_conntrack(&conf, Some(cni_net::IpFamily::V6)),
-            (None, None) => {}
-        }
-        if let Some(v4) = v4
-            && conf.snat
-        {
-            enable_localnet_routing(v4.ip())?;
+            return Err(e);
         }
         Ok(Output::Result(prev))
     }
