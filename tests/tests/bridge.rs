@@ -9,6 +9,7 @@
 
 #![cfg(test)]
 
+use rcni_tests::fw_tools::Tools;
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::{
     FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, error_msg, go_bin, skip_unless,
@@ -1280,4 +1281,56 @@ fn parallel_adds_on_one_bridge() {
     });
     assert_eq!(w.ports().len(), 0);
     assert!(w.data.reservations().is_empty());
+}
+
+/// ipMasq with iptables writes IPv4, then IPv6: when IPv6's transaction
+/// fails, the failed ADD leaves no masquerade chain in either family (the
+/// undo removes IPv4's), no veth and no reservation, and the error is the
+/// tool's.
+#[test]
+fn ip_masq_second_family_failure_leaves_nothing() {
+    let Some(w) = ours(
+        "ip_masq_second_family_failure_leaves_nothing",
+        0,
+        FIREWALL_TOOLS,
+    ) else {
+        return;
+    };
+    let mut conf = w.conf(
+        Fam::Dual,
+        json!({"isGateway": true, "ipMasq": true, "ipMasqBackend": "iptables"}),
+    );
+    conf["ipam"]["ranges"] = json!([
+        [{"subnet": "10.148.33.0/24"}],
+        [{"subnet": "fd21:148::33:0/112"}]
+    ]);
+    let c = w.container();
+    let fails = Tools::failing("ip6tables-restore");
+    let e = w
+        .inv("ADD", &conf, "frb1", &c, "eth0")
+        .env("PATH", fails.path())
+        .run()
+        .err();
+    assert_eq!(e["code"], 999, "{e}");
+    assert!(e["msg"].as_str().unwrap().starts_with("iptables: "), "{e}");
+    assert!(
+        fails
+            .take_calls()
+            .iter()
+            .any(|c| c.starts_with("iptables-restore")),
+        "IPv4 was not written first"
+    );
+    let nat = |tool: &str| w.host.exec_ok(tool, &["-t", "nat"]);
+    for tool in ["iptables-save", "ip6tables-save"] {
+        assert!(!nat(tool).contains("CNI-"), "{tool}:\n{}", nat(tool));
+    }
+    assert_eq!(w.veths_in_host(), 0);
+    assert!(w.data.reservations().is_empty());
+    // With working tools: ADD, then DEL.
+    w.add(&conf, "frb1", &c);
+    assert!(nat("iptables-save").contains("CNI-") && nat("ip6tables-save").contains("CNI-"));
+    w.del(&conf, "frb1", &c);
+    for tool in ["iptables-save", "ip6tables-save"] {
+        assert!(!nat(tool).contains("CNI-"), "{tool}:\n{}", nat(tool));
+    }
 }

@@ -12,6 +12,7 @@
 // Everything here is test code, helpers included.
 #![cfg(test)]
 
+use rcni_tests::fw_tools::Tools;
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::{
     FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, error_msg, go_bin, skip_unless,
@@ -1078,4 +1079,56 @@ fn go_and_ours_undo_each_other() {
         assert!(!has_reservation(&data));
         assert_eq!(masq_rules(&host, data.name()), Vec::<String>::new());
     }
+}
+
+/// ipMasq with iptables writes one family after the other: when IPv6's
+/// transaction fails, IPv4's chain (written first) is gone after the
+/// failed ADD as well, with the veth pair and the reservation, and the
+/// error is the tool's.
+#[test]
+fn masquerade_second_family_failure_leaves_nothing() {
+    if skip_unless(
+        "ptp::masquerade_second_family_failure_leaves_nothing",
+        FIREWALL_TOOLS,
+    ) {
+        return;
+    }
+    let data = DataDir::new("frpt");
+    let (host, cont) = (host_ns(), container_ns());
+    let mut c = conf(
+        &data,
+        "1.0.0",
+        0,
+        true,
+        true,
+        json!({"ipMasq": true, "ipMasqBackend": "iptables"}),
+    );
+    c["ipam"]["ranges"] = json!([
+        [{"subnet": "10.148.32.0/24"}],
+        [{"subnet": "fd21:148::32:0/112"}]
+    ]);
+    let fails = Tools::failing("ip6tables-restore");
+    let e = Invocation::new(ours(), "ADD")
+        .attach("frm1", &cont, "eth0")
+        .env("PATH", fails.path())
+        .in_host(&host)
+        .config(&c)
+        .run()
+        .err();
+    assert_eq!(e["code"], 999, "{e}");
+    assert!(error_msg(&e).starts_with("iptables: "), "{e}");
+    assert!(
+        fails
+            .take_calls()
+            .iter()
+            .any(|c| c.starts_with("iptables-restore")),
+        "IPv4 was not written first"
+    );
+    assert_eq!(masq_rules(&host, data.name()), Vec::<String>::new());
+    assert!(host.veths().is_empty() && !has_reservation(&data));
+    // With working tools: ADD, then DEL.
+    add("frm1", &host, &cont, &c);
+    assert!(!masq_rules(&host, data.name()).is_empty());
+    del("frm1", &host, &cont, &c);
+    assert_eq!(masq_rules(&host, data.name()), Vec::<String>::new());
 }
