@@ -86,6 +86,11 @@ impl Tools {
         let _ = std::fs::remove_file(&f);
         calls.lines().map(String::from).collect()
     }
+
+    /// Whether `tool` ran since the last look (the calls are emptied).
+    pub fn ran(&self, tool: &str) -> bool {
+        self.take_calls().iter().any(|c| c.starts_with(tool))
+    }
 }
 
 impl Drop for Tools {

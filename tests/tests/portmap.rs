@@ -1326,13 +1326,7 @@ fn failed_ipv6_undoes_ipv4() {
             .starts_with("unable to set up iptables rules for port mappings"),
         "{e}"
     );
-    assert!(
-        fails
-            .take_calls()
-            .iter()
-            .any(|c| c.starts_with("iptables-restore")),
-        "IPv4 was not written first"
-    );
+    assert!(fails.ran("iptables-restore"), "IPv4 was not written first");
     nothing_of(&host, "frpm", "frpm1").unwrap();
     // The ADD again, with working tools, and DEL.
     let run = |cmd: &str| {

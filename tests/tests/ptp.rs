@@ -1117,13 +1117,7 @@ fn masquerade_second_family_failure_leaves_nothing() {
         .err();
     assert_eq!(e["code"], 999, "{e}");
     assert!(error_msg(&e).starts_with("iptables: "), "{e}");
-    assert!(
-        fails
-            .take_calls()
-            .iter()
-            .any(|c| c.starts_with("iptables-restore")),
-        "IPv4 was not written first"
-    );
+    assert!(fails.ran("iptables-restore"), "IPv4 was not written first");
     assert_eq!(masq_rules(&host, data.name()), Vec::<String>::new());
     assert!(host.veths().is_empty() && !has_reservation(&data));
     // With working tools: ADD, then DEL.
