@@ -20,6 +20,8 @@ pub mod chain_util;
 
 pub mod fw_tools;
 
+pub mod netns_exec;
+
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -183,13 +185,24 @@ impl Netns {
         PathBuf::from(format!("/run/netns/{}", self.name))
     }
 
-    /// Runs a command inside the namespace and returns its output.
+    /// Runs a command inside the namespace (as `ip netns exec` would:
+    /// [`netns_exec`]) and returns its output.
     pub fn exec(&self, program: &str, args: &[&str]) -> std::process::Output {
-        Command::new("ip")
-            .args(["netns", "exec", &self.name, program])
-            .args(args)
-            .output()
-            .expect("ip netns exec")
+        self.output(Command::new(program).args(args))
+            .unwrap_or_else(|e| panic!("{program} {args:?} in {}: {e}", self.name))
+    }
+
+    /// [`Command::output`] of `cmd` run inside the namespace as `ip netns
+    /// exec` runs a program (stdin from /dev/null, stdout and stderr
+    /// captured).
+    pub fn output(&self, cmd: &mut Command) -> std::io::Result<std::process::Output> {
+        netns_exec::output_in_netns(&self.name, cmd)
+    }
+
+    /// Spawns `cmd` inside the namespace as `ip netns exec` would (its
+    /// stdio as `cmd` says); the child's pid is the program's.
+    pub fn spawn(&self, cmd: &mut Command) -> std::io::Result<std::process::Child> {
+        netns_exec::spawn_in_netns(&self.name, cmd)
     }
 
     /// Runs a command inside the namespace; panics with its stderr on failure.
@@ -398,8 +411,9 @@ pub fn error_msg(e: &Value) -> &str {
 }
 
 /// Runs `plugin` as a runtime does: exactly `env` (plus PATH) in its
-/// environment, `stdin` on a pipe, inside the namespace `host` (`ip netns
-/// exec`) when one is given; waits for it.
+/// environment, `stdin` on a pipe, inside the namespace `host` (entered as
+/// `ip netns exec` does, without its exec: [`netns_exec`]) when one is
+/// given; waits for it.
 pub fn exec_plugin<K, V>(
     host: Option<&str>,
     plugin: &Path,
@@ -410,23 +424,18 @@ where
     K: AsRef<std::ffi::OsStr>,
     V: AsRef<std::ffi::OsStr>,
 {
-    let mut cmd = match host {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns]).arg(plugin);
-            c
-        }
-        None => Command::new(plugin),
-    };
+    let mut cmd = Command::new(plugin);
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", plugin.display()));
+    let spawned = match host {
+        Some(ns) => netns_exec::spawn_in_netns(ns, &mut cmd),
+        None => cmd.spawn(),
+    };
+    let mut child = spawned.unwrap_or_else(|e| panic!("spawn {}: {e}", plugin.display()));
     let mut pipe = child.stdin.take().expect("stdin");
     let data = stdin.to_vec();
     // Write from a thread: a plugin that does not read stdin must not block us.
