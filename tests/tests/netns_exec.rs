@@ -66,8 +66,22 @@ fn sys_class_net_shows_the_namespaces_links() {
         .filter(|n| n != "bonding_masters")
         .collect();
     assert_eq!(links, want);
+    assert_eq!(ns.link_names(), want);
     // The test's own /sys is untouched.
     assert!(!Path::new("/sys/class/net").join(&a).exists());
+}
+
+#[test]
+fn sysctls_are_the_namespaces() {
+    if skip_unless("sysctls_are_the_namespaces", &["ip", "sh"]) {
+        return;
+    }
+    let (a, b) = (Netns::new("vx"), Netns::new("vx"));
+    let key = "net/ipv4/conf/lo/forwarding";
+    let set = format!("echo 1 > /proc/sys/{key}");
+    a.exec_ok("sh", &["-c", &set]);
+    assert_eq!(a.sysctl(key), "1");
+    assert_eq!(b.sysctl(key), "0");
 }
 
 /// (device, inode) of a namespace file.
