@@ -22,6 +22,8 @@ pub mod fw_tools;
 
 pub mod netns_exec;
 
+pub mod netns_setup;
+
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -16,6 +16,7 @@
 #![cfg(test)]
 
 use rcni_tests::fw_tools::Tools;
+use rcni_tests::netns_setup::{ip_batch, sysctls};
 use rcni_tests::{FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, go_bin, skip_unless};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
@@ -80,83 +81,44 @@ impl Lab {
         let host = Netns::new("fwh");
         let outside = Netns::new("fwo");
         for ns in [&host, &outside] {
-            ns.exec_ok("ip", &["link", "set", "lo", "up"]);
-            ns.exec_ok("sysctl", &["-q", "-w", "net.ipv6.conf.all.accept_dad=0"]);
-            ns.exec_ok(
-                "sysctl",
-                &["-q", "-w", "net.ipv6.conf.default.accept_dad=0"],
+            sysctls(
+                ns,
+                &[
+                    "net.ipv6.conf.all.accept_dad=0",
+                    "net.ipv6.conf.default.accept_dad=0",
+                ],
             );
         }
-        host.exec_ok("sysctl", &["-q", "-w", "net.ipv4.ip_forward=1"]);
-        host.exec_ok("sysctl", &["-q", "-w", "net.ipv6.conf.all.forwarding=1"]);
+        sysctls(
+            &host,
+            &["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"],
+        );
         host.exec_ok("iptables", &["-w", "-P", "FORWARD", "DROP"]);
         host.exec_ok("ip6tables", &["-w", "-P", "FORWARD", "DROP"]);
-        host.exec_ok(
-            "ip",
-            &[
-                "link",
-                "add",
-                "fwup",
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "eth0",
-                "netns",
-                outside.name(),
-            ],
-        );
         let up = 3;
-        host.exec_ok(
-            "ip",
+        ip_batch(
+            &host,
             &[
-                "addr",
-                "add",
-                &format!("{}/24", v4(n, up, 1)),
-                "dev",
-                "fwup",
+                "link set lo up".into(),
+                format!(
+                    "link add fwup type veth peer name eth0 netns {}",
+                    outside.name()
+                ),
+                format!("addr add {}/24 dev fwup", v4(n, up, 1)),
+                format!("addr add {}/112 dev fwup nodad", v6(n, up, 1)),
+                "link set fwup up".into(),
             ],
         );
-        host.exec_ok(
-            "ip",
+        ip_batch(
+            &outside,
             &[
-                "-6",
-                "addr",
-                "add",
-                &format!("{}/112", v6(n, up, 1)),
-                "dev",
-                "fwup",
-                "nodad",
+                "link set lo up".into(),
+                format!("addr add {}/24 dev eth0", v4(n, up, 2)),
+                format!("addr add {}/112 dev eth0 nodad", v6(n, up, 2)),
+                "link set eth0 up".into(),
+                format!("route add default via {}", v4(n, up, 1)),
+                format!("route add default via {}", v6(n, up, 1)),
             ],
-        );
-        host.exec_ok("ip", &["link", "set", "fwup", "up"]);
-        outside.exec_ok(
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("{}/24", v4(n, up, 2)),
-                "dev",
-                "eth0",
-            ],
-        );
-        outside.exec_ok(
-            "ip",
-            &[
-                "-6",
-                "addr",
-                "add",
-                &format!("{}/112", v6(n, up, 2)),
-                "dev",
-                "eth0",
-                "nodad",
-            ],
-        );
-        outside.exec_ok("ip", &["link", "set", "eth0", "up"]);
-        outside.exec_ok("ip", &["route", "add", "default", "via", &v4(n, up, 1)]);
-        outside.exec_ok(
-            "ip",
-            &["-6", "route", "add", "default", "via", &v6(n, up, 1)],
         );
         Lab {
             n,
@@ -175,31 +137,15 @@ impl Lab {
     /// Bridge `k` (0..=2) in the host, `fwbr<k>`, with the gateway addresses.
     fn bridge(&mut self, k: u8) -> String {
         let name = format!("fwbr{k}");
-        let h = &self.host;
-        h.exec_ok("ip", &["link", "add", &name, "type", "bridge"]);
-        h.exec_ok(
-            "ip",
+        ip_batch(
+            &self.host,
             &[
-                "addr",
-                "add",
-                &format!("{}/24", v4(self.n, k, 1)),
-                "dev",
-                &name,
+                format!("link add {name} type bridge"),
+                format!("addr add {}/24 dev {name}", v4(self.n, k, 1)),
+                format!("addr add {}/112 dev {name} nodad", v6(self.n, k, 1)),
+                format!("link set {name} up"),
             ],
         );
-        h.exec_ok(
-            "ip",
-            &[
-                "-6",
-                "addr",
-                "add",
-                &format!("{}/112", v6(self.n, k, 1)),
-                "dev",
-                &name,
-                "nodad",
-            ],
-        );
-        h.exec_ok("ip", &["link", "set", &name, "up"]);
         self.bridges += 1;
         name
     }
@@ -210,48 +156,34 @@ impl Lab {
         let ns = Netns::new("fwc");
         let hostif = format!("fwv{}{k}{host}", self.n);
         let br = format!("fwbr{k}");
-        ns.exec_ok("ip", &["link", "set", "lo", "up"]);
-        ns.exec_ok("sysctl", &["-q", "-w", "net.ipv6.conf.all.accept_dad=0"]);
-        ns.exec_ok(
-            "sysctl",
-            &["-q", "-w", "net.ipv6.conf.default.accept_dad=0"],
-        );
-        self.host.exec_ok(
-            "ip",
+        sysctls(
+            &ns,
             &[
-                "link",
-                "add",
-                &hostif,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "eth0",
-                "netns",
-                ns.name(),
+                "net.ipv6.conf.all.accept_dad=0",
+                "net.ipv6.conf.default.accept_dad=0",
             ],
         );
-        self.host
-            .exec_ok("ip", &["link", "set", &hostif, "master", &br, "up"]);
+        ip_batch(
+            &self.host,
+            &[
+                format!(
+                    "link add {hostif} type veth peer name eth0 netns {}",
+                    ns.name()
+                ),
+                format!("link set {hostif} master {br} up"),
+            ],
+        );
         let (a4, a6) = (v4(self.n, k, host), v6(self.n, k, host));
-        ns.exec_ok("ip", &["addr", "add", &format!("{a4}/24"), "dev", "eth0"]);
-        ns.exec_ok(
-            "ip",
+        ip_batch(
+            &ns,
             &[
-                "-6",
-                "addr",
-                "add",
-                &format!("{a6}/112"),
-                "dev",
-                "eth0",
-                "nodad",
+                "link set lo up".into(),
+                format!("addr add {a4}/24 dev eth0"),
+                format!("addr add {a6}/112 dev eth0 nodad"),
+                "link set eth0 up".into(),
+                format!("route add default via {}", v4(self.n, k, 1)),
+                format!("route add default via {}", v6(self.n, k, 1)),
             ],
-        );
-        ns.exec_ok("ip", &["link", "set", "eth0", "up"]);
-        ns.exec_ok("ip", &["route", "add", "default", "via", &v4(self.n, k, 1)]);
-        ns.exec_ok(
-            "ip",
-            &["-6", "route", "add", "default", "via", &v6(self.n, k, 1)],
         );
         let prev = json!({
             "cniVersion": "1.0.0",
@@ -344,25 +276,32 @@ fn address_rules(addr: &str) -> [String; 2] {
 }
 
 fn has_address_rules(ns: &Netns, addr: &str) -> bool {
-    let v6 = addr.contains(':');
-    let s = save(ns, v6);
-    address_rules(addr).iter().all(|r| s.contains(r))
+    has_address_rules_in(&save(ns, addr.contains(':')), addr)
 }
 
 fn no_address_rules(ns: &Netns, addr: &str) -> bool {
-    let v6 = addr.contains(':');
-    let s = save(ns, v6);
-    address_rules(addr).iter().all(|r| !s.contains(r))
+    no_address_rules_in(&save(ns, addr.contains(':')), addr)
 }
 
 /// rcni's records of `addr` (`CNI-FW-ATTACHMENTS`).
 fn records(ns: &Netns, addr: &str) -> usize {
-    let v6 = addr.contains(':');
+    records_in(&save(ns, addr.contains(':')), addr)
+}
+
+/// [`has_address_rules`] in `saved`, the [`save`] of `addr`'s family: one
+/// `iptables-save` serves several questions (a process costs 40-90 ms in
+/// scripts/vmtest's qemu).
+fn has_address_rules_in(saved: &[String], addr: &str) -> bool {
+    address_rules(addr).iter().all(|r| saved.contains(r))
+}
+
+fn no_address_rules_in(saved: &[String], addr: &str) -> bool {
+    address_rules(addr).iter().all(|r| !saved.contains(r))
+}
+
+fn records_in(saved: &[String], addr: &str) -> usize {
     let prefix = format!("-A CNI-FW-ATTACHMENTS -s {addr}/");
-    save(ns, v6)
-        .iter()
-        .filter(|l| l.starts_with(&prefix))
-        .count()
+    saved.iter().filter(|l| l.starts_with(&prefix)).count()
 }
 
 /// A running `rcni-echo serve`, killed on drop.
@@ -451,39 +390,46 @@ fn rule_texts_match_the_reference() {
             format!("-A CNI-ISOLATION-STAGE-2 -o fwbr0 -m comment --comment {shared} -j DROP"),
             format!("-A CNI-ISOLATION-STAGE-2 -m comment --comment {shared} -j RETURN"),
         ];
-        let ours_saved: Vec<String> = save(&our_host, v6)
-            .into_iter()
+        // One save of each host serves every comparison below.
+        let (ours_saved, go_saved) = (save(&our_host, v6), save(&go_host, v6));
+        let our_rules: Vec<&String> = ours_saved
+            .iter()
             .filter(|l| l.starts_with("-A ") && !l.starts_with("-A CNI-FW-ATTACHMENTS "))
             .collect();
-        assert_eq!(ours_saved, want, "our rules, v6={v6}");
+        assert_eq!(
+            our_rules,
+            want.iter().collect::<Vec<_>>(),
+            "our rules, v6={v6}"
+        );
         // Go v1.1.1 writes the same, but its older comment on the rules
         // shared by all bridges.
-        let go_saved: Vec<String> = save(&go_host, v6)
-            .into_iter()
+        let go_rules: Vec<String> = go_saved
+            .iter()
             .filter(|l| l.starts_with("-A "))
             .map(|l| {
                 if l.contains("-i fwbr0 ! -o fwbr0") {
-                    l
+                    l.clone()
                 } else {
                     l.replace(own, shared)
                 }
             })
             .collect();
-        assert_eq!(go_saved, want, "Go's rules, v6={v6}");
+        assert_eq!(go_rules, want, "Go's rules, v6={v6}");
         // Chains: the reference's, plus rcni's record chain.
-        let chains = |ns: &Netns| -> Vec<String> {
-            save(ns, v6)
-                .into_iter()
+        let chains = |saved: &[String]| -> Vec<String> {
+            saved
+                .iter()
                 .filter(|l| l.starts_with(":CNI"))
+                .cloned()
                 .collect()
         };
-        let mut go_chains = chains(&go_host);
+        let mut go_chains = chains(&go_saved);
         go_chains.push(":CNI-FW-ATTACHMENTS -".into());
         go_chains.sort();
-        let mut our_chains = chains(&our_host);
+        let mut our_chains = chains(&ours_saved);
         our_chains.sort();
         assert_eq!(our_chains, go_chains);
-        assert_eq!(records(&our_host, &addr), 1);
+        assert_eq!(records_in(&ours_saved, &addr), 1);
     }
     // A custom admin chain.
     let admin_host = Lab::bare();
@@ -586,7 +532,8 @@ fn interop_with_the_reference_both_ways() {
     run(&go(), "ADD", &lab.host, lab.ns(i), "fwio1", &c).ok();
     run(&ours(), "CHECK", &lab.host, lab.ns(i), "fwio1", &c).ok();
     run(&ours(), "DEL", &lab.host, lab.ns(i), "fwio1", &c).ok();
-    assert!(no_address_rules(&lab.host, &a4) && no_address_rules(&lab.host, &a6));
+    let saved = [save(&lab.host, false), save(&lab.host, true)];
+    assert!(no_address_rules_in(&saved[0], &a4) && no_address_rules_in(&saved[1], &a6));
     let e = run(&go(), "CHECK", &lab.host, lab.ns(i), "fwio1", &c).err();
     assert!(
         e["msg"].as_str().unwrap().starts_with("expected rule ["),
@@ -595,18 +542,17 @@ fn interop_with_the_reference_both_ways() {
 
     // Upgrade: our ADD over Go's v1.1.1 isolation rules replaces them.
     run(&ours(), "ADD", &lab.host, lab.ns(i), "fwio1", &c).ok();
-    let all = rules(&lab.host);
+    let saved = [save(&lab.host, false), save(&lab.host, true)];
     let old = "(ingressPolicy: same-bridge)\" -j";
-    let old_shared: Vec<&String> = all
+    let old_shared: Vec<&String> = saved
         .iter()
+        .flatten()
+        .filter(|r| r.starts_with("-A "))
         .filter(|r| r.contains(old) && !r.contains("-i fwbr0 ! -o fwbr0"))
         .collect();
     assert!(old_shared.is_empty(), "v1.1.1 rules left: {old_shared:?}");
-    for v6 in [false, true] {
-        let mut family: Vec<String> = save(&lab.host, v6)
-            .into_iter()
-            .filter(|l| l.starts_with("-A "))
-            .collect();
+    for (v6, of_family) in [false, true].into_iter().zip(&saved) {
+        let mut family: Vec<&String> = of_family.iter().filter(|l| l.starts_with("-A ")).collect();
         family.sort();
         let n = family.len();
         family.dedup();
@@ -617,9 +563,10 @@ fn interop_with_the_reference_both_ways() {
     run(&go(), "CHECK", &lab.host, lab.ns(i), "fwio1", &c).ok();
     run(&ours(), "CHECK", &lab.host, lab.ns(i), "fwio1", &c).ok();
     run(&go(), "DEL", &lab.host, lab.ns(i), "fwio1", &c).ok();
-    assert!(no_address_rules(&lab.host, &a4) && no_address_rules(&lab.host, &a6));
+    let saved = [save(&lab.host, false), save(&lab.host, true)];
+    assert!(no_address_rules_in(&saved[0], &a4) && no_address_rules_in(&saved[1], &a6));
     // Our record stays behind Go's DEL; our DEL (or GC) clears it.
-    assert_eq!(records(&lab.host, &a4), 1);
+    assert_eq!(records_in(&saved[0], &a4), 1);
     run(&ours(), "DEL", &lab.host, lab.ns(i), "fwio1", &c).ok();
     assert_eq!(records(&lab.host, &a4) + records(&lab.host, &a6), 0);
     // Go's DEL after ours finds nothing and succeeds.
@@ -1091,10 +1038,12 @@ fn firewalld_missing() -> Option<&'static str> {
             .iter()
             .any(|d| std::path::Path::new(d).join(p).exists())
     };
-    if !found("firewalld") || !found("firewall-cmd") {
+    if !found("firewalld") {
         Some("needs firewalld (apt package firewalld)")
     } else if !found("dbus-daemon") {
         Some("needs dbus-daemon (apt package dbus-daemon)")
+    } else if !found("dbus-send") {
+        Some("needs dbus-send (apt package dbus-bin)")
     } else {
         None
     }
@@ -1190,38 +1139,81 @@ impl Firewalld {
                 .spawn()
                 .expect("firewalld"),
         );
-        // Up when firewall-cmd says so (firewalld is Python: seconds).
-        for _ in 0..120 {
-            let out = fw.cmd(host, &["--state"]);
-            if out.trim() == "running" {
+        // Up when its state says so (firewalld is Python: a second here,
+        // half a minute under qemu's emulation). Each look is a process,
+        // which costs under qemu too: the pause doubles up to a second.
+        let (mut pause, deadline) = (
+            std::time::Duration::from_millis(100),
+            std::time::Instant::now() + std::time::Duration::from_secs(300),
+        );
+        while std::time::Instant::now() < deadline {
+            let state = fw.call(
+                "org.freedesktop.DBus.Properties.Get",
+                &["string:org.fedoraproject.FirewallD1", "string:state"],
+            );
+            if state.is_ok_and(|reply| reply.iter().any(|w| w == "RUNNING")) {
                 return fw;
             }
-            std::thread::sleep(std::time::Duration::from_millis(250));
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_secs(1));
         }
         let log = std::fs::read_to_string(fw.dir.join("firewalld.log")).unwrap_or_default();
         panic!("firewalld did not start: {log}");
     }
 
-    /// `firewall-cmd <args>` in `ns` on this bus; its stdout.
-    fn cmd(&self, ns: &Netns, args: &[&str]) -> String {
-        let out = Command::new("ip")
-            .args(["netns", "exec", ns.name(), "firewall-cmd"])
+    /// Calls `method` (`zone.getSources`: of org.fedoraproject.FirewallD1,
+    /// unless it names an interface) of firewalld's object on this bus
+    /// with `dbus-send`, arguments as it takes them (`string:trusted`):
+    /// the words of the reply, or the error. Not firewall-cmd, which is
+    /// Python: 0.8 s a run here against dbus-send's 15 ms, seconds under
+    /// scripts/vmtest's qemu.
+    fn call(&self, method: &str, args: &[&str]) -> Result<Vec<String>, String> {
+        let method = if method.starts_with("org.") {
+            method.to_string()
+        } else {
+            format!("org.fedoraproject.FirewallD1.{method}")
+        };
+        let out = Command::new("dbus-send")
+            .arg(format!("--bus={}", self.bus))
+            .args([
+                "--print-reply=literal",
+                "--dest=org.fedoraproject.FirewallD1",
+                "/org/fedoraproject/FirewallD1",
+                &method,
+            ])
             .args(args)
-            .env("DBUS_SYSTEM_BUS_ADDRESS", &self.bus)
             .output()
-            .expect("firewall-cmd");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+            .expect("dbus-send");
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .map(str::to_string)
+                .collect())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
     }
 
     /// The sources of `zone`, sorted.
-    fn sources(&self, ns: &Netns, zone: &str) -> Vec<String> {
-        let mut s: Vec<String> = self
-            .cmd(ns, &[&format!("--zone={zone}"), "--list-sources"])
-            .split_whitespace()
-            .map(str::to_string)
+    fn sources(&self, zone: &str) -> Vec<String> {
+        let reply = self
+            .call("zone.getSources", &[&format!("string:{zone}")])
+            .unwrap_or_else(|e| panic!("sources of {zone}: {e}"));
+        // `array [ a b ]`
+        let mut s: Vec<String> = reply
+            .into_iter()
+            .filter(|w| !["array", "[", "]"].contains(&w.as_str()))
             .collect();
         s.sort();
         s
+    }
+
+    fn remove_source(&self, zone: &str, source: &str) {
+        self.call(
+            "zone.removeSource",
+            &[&format!("string:{zone}"), &format!("string:{source}")],
+        )
+        .unwrap_or_else(|e| panic!("remove {source} from {zone}: {e}"));
     }
 }
 
@@ -1283,7 +1275,7 @@ fn firewalld_backend_on_a_real_firewalld() {
 
     let out = run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
     assert_eq!(out["ips"], prev["ips"]);
-    assert_eq!(fw.sources(&lab.host, "trusted"), want);
+    assert_eq!(fw.sources("trusted"), want);
     assert!(
         !save(&lab.host, false).iter().any(|l| l.contains("CNI-")),
         "iptables rules written with firewalld"
@@ -1292,10 +1284,7 @@ fn firewalld_backend_on_a_real_firewalld() {
     run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
     run_bus(&ours(), "CHECK", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
     // A source removed behind our back: our CHECK fails, Go's does not.
-    fw.cmd(
-        &lab.host,
-        &["--zone=trusted", &format!("--remove-source={}", want[0])],
-    );
+    fw.remove_source("trusted", &want[0]);
     let e = run_bus(&ours(), "CHECK", &lab.host, lab.ns(i), "fwd1", &c, &bus).err();
     assert!(
         e["msg"]
@@ -1309,7 +1298,7 @@ fn firewalld_backend_on_a_real_firewalld() {
     }
     run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
     run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
-    assert!(fw.sources(&lab.host, "trusted").is_empty());
+    assert!(fw.sources("trusted").is_empty());
     run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwd1", &c, &bus).ok();
 
     // Another zone, and the isolation rules (iptables whatever the backend).
@@ -1319,27 +1308,27 @@ fn firewalld_backend_on_a_real_firewalld() {
         Some(&prev),
     );
     run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwd2", &z, &bus).ok();
-    assert_eq!(fw.sources(&lab.host, "internal"), want);
-    assert!(fw.sources(&lab.host, "trusted").is_empty());
+    assert_eq!(fw.sources("internal"), want);
+    assert!(fw.sources("trusted").is_empty());
     assert!(
         save(&lab.host, false)
             .contains(&"-A CNI-ISOLATION-STAGE-2 -o fwbr0 -m comment --comment \"CNI firewall plugin rules (ingressPolicy: same-bridge|isolated)\" -j DROP".to_string())
     );
     run_bus(&ours(), "CHECK", &lab.host, lab.ns(i), "fwd2", &z, &bus).ok();
     run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwd2", &z, &bus).ok();
-    assert!(fw.sources(&lab.host, "internal").is_empty());
+    assert!(fw.sources("internal").is_empty());
 
     // The Go plugin and ours, both ways.
     if go_bin("firewall").is_some() {
         run_bus(&go(), "ADD", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
-        assert_eq!(fw.sources(&lab.host, "trusted"), want);
+        assert_eq!(fw.sources("trusted"), want);
         run_bus(&ours(), "CHECK", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
         run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
-        assert!(fw.sources(&lab.host, "trusted").is_empty());
+        assert!(fw.sources("trusted").is_empty());
         run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
         run_bus(&go(), "CHECK", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
         run_bus(&go(), "DEL", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
-        assert!(fw.sources(&lab.host, "trusted").is_empty());
+        assert!(fw.sources("trusted").is_empty());
         // Go's DEL leaves our record of the sources; ours removes it.
         assert_eq!(source_records("fwfd", "fwd3").len(), 1);
         run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwd3", &c, &bus).ok();
@@ -1365,7 +1354,7 @@ fn firewalld_of_another_namespace_is_not_used() {
     let bus = fw.bus.clone();
     let c = conf("fwfe", &json!({}), Some(&prev));
     run_bus(&ours(), "ADD", &lab.host, lab.ns(i), "fwe1", &c, &bus).ok();
-    assert!(fw.sources(&elsewhere, "trusted").is_empty());
+    assert!(fw.sources("trusted").is_empty());
     assert!(has_address_rules(&lab.host, &v4_addr(&prev)));
     assert!(has_address_rules(&lab.host, &v6_addr(&prev)));
     run_bus(&ours(), "DEL", &lab.host, lab.ns(i), "fwe1", &c, &bus).ok();
@@ -1389,7 +1378,7 @@ fn firewalld_of_another_namespace_is_not_used() {
             .contains("another network namespace"),
         "{e}"
     );
-    assert!(fw.sources(&elsewhere, "trusted").is_empty());
+    assert!(fw.sources("trusted").is_empty());
     // STATUS of the explicit backend: not available here.
     let mut s = explicit.clone();
     s["cniVersion"] = json!("1.1.0");
@@ -1511,7 +1500,7 @@ fn firewalld_sources_are_recorded_for_del_and_gc() {
     assert_eq!(recs.len(), 1, "{recs:?}");
     assert_eq!(recs[0]["ifname"], "eth0");
     assert_eq!(recs[0]["sources"].as_array().unwrap().len(), 2, "{recs:?}");
-    assert_eq!(fw.sources(&host, "internal"), srcs(2));
+    assert_eq!(fw.sources("internal"), srcs(2));
     // An ADD that fails (a source is bound to one zone only) leaves the
     // record as it was.
     let c = conf(&net, &json!({"backend": "firewalld"}), Some(&prev(2)));
@@ -1531,11 +1520,11 @@ fn firewalld_sources_are_recorded_for_del_and_gc() {
         &bus,
     )
     .ok();
-    assert!(fw.sources(&host, "internal").is_empty());
+    assert!(fw.sources("internal").is_empty());
     let mut left = srcs(3);
     left.extend(srcs(4));
     left.sort();
-    assert_eq!(fw.sources(&host, "trusted"), left);
+    assert_eq!(fw.sources("trusted"), left);
     assert!(source_records(&net, "fw13a").is_empty());
     run_bus(
         &ours(),
@@ -1555,7 +1544,7 @@ fn firewalld_sources_are_recorded_for_del_and_gc() {
         &bus,
     )
     .ok();
-    assert_eq!(fw.sources(&host, "trusted"), srcs(4));
+    assert_eq!(fw.sources("trusted"), srcs(4));
     assert!(source_records(&net, "fw13b").is_empty());
     assert_eq!(source_records(&other_net, "fw13c").len(), 1);
     // Valid attachments keep theirs.
@@ -1565,7 +1554,7 @@ fn firewalld_sources_are_recorded_for_del_and_gc() {
         &bus,
     )
     .ok();
-    assert_eq!(fw.sources(&host, "trusted"), srcs(4));
+    assert_eq!(fw.sources("trusted"), srcs(4));
 
     // firewalld stopped: DEL (now on iptables) and GC drop the records.
     add(&net, "fw13e", 5, "trusted");
