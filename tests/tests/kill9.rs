@@ -66,38 +66,25 @@ fn runs() -> usize {
 
 type Env = Vec<(OsString, OsString)>;
 
-/// Starts `plugin` in `host`; `ip netns exec` execs it, so the pid is the plugin's.
+/// Starts `plugin` in `host`: spawned from a thread inside that namespace,
+/// so the child is the plugin from its first instruction and `spawn`
+/// returns once it is exec'd (no `ip netns exec` in front of it, whose exec
+/// costs 30-75 ms under user-mode-linux and would have to be waited out
+/// before each kill moment).
 fn start(host: &Netns, plugin: &Path, env: &Env, stdin: &[u8]) -> std::process::Child {
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", host.name()])
-        .arg(plugin)
-        .env_clear()
+    let mut cmd = Command::new(plugin);
+    cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+        .stderr(Stdio::null());
+    let mut child = host.run_in(|| cmd.spawn()).expect("spawn");
     let mut pipe = child.stdin.take().unwrap();
+    // A config is far smaller than a pipe's buffer: this never blocks.
     let _ = pipe.write_all(stdin);
     drop(pipe);
     child
-}
-
-/// Waits (polling, up to 2 s) until `ip netns exec` has exec'd `plugin`;
-/// false when the process ended first.
-fn wait_exec(child: &std::process::Child, plugin: &str) -> bool {
-    let exe = format!("/proc/{}/exe", child.id());
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        match std::fs::read_link(&exe) {
-            Ok(p) if p.file_name().is_some_and(|f| f == plugin) => return true,
-            Ok(_) => std::thread::sleep(Duration::from_micros(20)),
-            Err(_) => return false,
-        }
-    }
-    false
 }
 
 /// Pids of processes whose environment holds `CNI_CONTAINERID=<cid>`: the
@@ -174,6 +161,23 @@ fn leftover_files(net_dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `net.x.y = value` of every readable file directly under `dirs`
+/// (directories under /proc/sys), as `sysctl -a` prints them: the calling
+/// thread's network namespace's values.
+fn sysctls(dirs: &[&str]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for dir in dirs {
+        let key = dir.trim_start_matches("/proc/sys/").replace('/', ".");
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if let Ok(value) = std::fs::read_to_string(e.path()) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                lines.push(format!("{key}.{name} = {}", value.trim_end()));
+            }
+        }
+    }
+    lines
+}
+
 struct Lab {
     plugin: &'static str,
     host: Netns,
@@ -194,18 +198,36 @@ impl Lab {
         )
     }
 
-    /// The container's link names; for tuning, which changes the
-    /// container's interface and sysctls, those too.
+    /// The container's links with what `ip -j link show` says of them
+    /// (name, flags such as PROMISC and ALLMULTI, MTU, MAC, txqlen, qdisc);
+    /// for tuning, which changes the container's interface and sysctls, the
+    /// sysctls of `net.core` and `net.ipv4.conf.eth0` too. One exec (an exec
+    /// is the expensive part in a VM); the sysctls are read in-process.
     fn container_state(&self) -> Vec<String> {
-        if self.plugin != "tuning" {
-            return self.container.link_names();
+        let mut state: Vec<String> = self
+            .container
+            .ip_json(&["link", "show"])
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|link| {
+                let mut link = link.clone();
+                // Carrier flags follow the peer, not the plugin.
+                if let Some(flags) = link["flags"].as_array_mut() {
+                    flags.retain(|f| {
+                        !matches!(f.as_str(), Some("LOWER_UP" | "NO-CARRIER" | "M-DOWN"))
+                    });
+                }
+                format!("link {link}")
+            })
+            .collect();
+        if self.plugin == "tuning" {
+            state.extend(
+                self.container
+                    .run_in(|| sysctls(&["/proc/sys/net/core", "/proc/sys/net/ipv4/conf/eth0"])),
+            );
         }
-        let mut state = snapshot(&self.container);
-        let sysctls = self.container.exec_ok(
-            "sysctl",
-            &["-a", "--pattern", "^net\\.(core|ipv4\\.conf\\.eth0)\\."],
-        );
-        state.extend(sysctls.lines().map(str::to_string));
+        state.sort();
         state
     }
 
@@ -345,50 +367,34 @@ fn kill9(plugin: &'static str, n: u8) {
     let mut rng = Rng::new();
     let seed = rng.0;
     // Warm-up (both portmap backends): what stays after DEL is the baseline,
-    // and the fastest undisturbed ADD from exec to exit (not the first ones,
-    // which create the shared things) bounds the kill moments.
+    // and the undisturbed ADDs (not the first ones, which create the shared
+    // things) time the plugin from exec to exit, where the kill moments lie.
     let warm = format!("kx{n}w");
-    // On a loaded machine a fast plugin can exit before its exec is seen:
-    // warm up until two runs were timed from their exec (the spawn-to-exit
-    // time bounds the window when none is, after 20 runs).
-    let mut fastest = Duration::MAX;
-    let mut fastest_from_spawn = Duration::MAX;
-    let mut timed = 0;
-    for i in 0..20 {
-        if i >= 4 && timed >= 2 {
-            break;
-        }
+    let mut timed = Vec::new();
+    for i in 0..WARM_UP_RUNS {
         let conf = (lab.conf)(i);
-        let spawned = Instant::now();
         let mut child = start(
             &lab.host,
             &bin(plugin),
             &lab.env("ADD", &warm),
             conf.to_string().as_bytes(),
         );
-        let execd = wait_exec(&child, plugin);
-        let t = Instant::now();
+        let execd = Instant::now();
         let status = child.wait().unwrap();
         if i >= 2 {
-            fastest_from_spawn = fastest_from_spawn.min(spawned.elapsed());
-            if execd {
-                fastest = fastest.min(t.elapsed());
-                timed += 1;
-            }
+            timed.push(execd.elapsed());
         }
         assert!(status.success(), "{plugin} warm-up ADD failed");
         let out = lab.run("DEL", &warm, &conf);
         assert_eq!(out.code, 0, "{plugin} DEL: {out:?}");
     }
-    if fastest == Duration::MAX {
-        fastest = fastest_from_spawn;
-    }
+    timed.sort();
+    let mut window = KillWindow::new(timed[timed.len() / 2]);
     let baseline = snapshot(&lab.host);
     let container_links = lab.container_state();
-    let window = fastest.as_micros() as u64 + 1;
     let (mut killed, mut leaks, mut torn, mut readd_failures, mut orphans) = (0, 0, 0, 0, 0);
-    let mut early = 0;
     let mut problems: Vec<String> = Vec::new();
+    let mut spent = Phases::default();
     // Runs until `wanted` ADDs were killed (at most 6 times as many runs).
     let wanted = runs();
     let mut total = 0;
@@ -399,32 +405,30 @@ fn kill9(plugin: &'static str, n: u8) {
         total += 1;
         let conf = (lab.conf)(i);
         let cid = format!("kx{n}-{i}");
-        let delay = Duration::from_micros(rng.below(window));
+        let delay = window.pick(&mut rng);
+        let t = Instant::now();
         let mut child = start(
             &lab.host,
             &bin(plugin),
             &lab.env("ADD", &cid),
             conf.to_string().as_bytes(),
         );
-        // The moment is measured from the plugin's exec (kills of `ip netns
-        // exec` before it would test nothing).
-        let in_plugin = wait_exec(&child, plugin);
+        // The moment is measured from the plugin's exec (`start` returns
+        // after it).
         std::thread::sleep(delay);
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
         let status = child.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
-        if status.signal() == Some(9) {
-            if in_plugin {
-                killed += 1;
-            } else {
-                early += 1;
-            }
-        }
+        let hit = status.signal() == Some(9);
+        killed += usize::from(hit);
+        window.adapt(hit);
+        spent.kill += t.elapsed();
         // Half the runs DEL at once, as a runtime does, racing whatever the
         // killed plugin had started (IPAM, iptables-restore); the others
         // wait for those first.
         let racing = i % 2 == 1;
+        let t = Instant::now();
         if !racing && wait_orphans(&cid) {
             orphans += 1;
         }
@@ -445,7 +449,9 @@ fn kill9(plugin: &'static str, n: u8) {
                 "run {i}: after the kill, not the Go plugin's files: {foreign:?}"
             ));
         }
+        spent.files += t.elapsed();
         // The runtime's DEL after a failed ADD.
+        let t = Instant::now();
         let mut del_env = lab.env("DEL", &cid);
         set_env(&mut del_env, "CNI_COMMAND", "DEL".into());
         let out = common::run_plugin(
@@ -457,18 +463,25 @@ fn kill9(plugin: &'static str, n: u8) {
         if out.code != 0 {
             problems.push(format!("run {i}: DEL failed: {out:?}"));
         }
+        spent.del += t.elapsed();
+        let t = Instant::now();
         if racing && wait_orphans(&cid) {
             orphans += 1;
         }
+        spent.files += t.elapsed();
         let mut leaked = Vec::new();
+        let t = Instant::now();
         let d = diff(&baseline, &snapshot(&lab.host));
         if !d.is_empty() {
             leaked.push(format!("host: {d:?}"));
         }
+        spent.host_state += t.elapsed();
+        let t = Instant::now();
         let links = lab.container_state();
         if links != container_links {
             leaked.push(format!("container {:?}", diff(&container_links, &links)));
         }
+        spent.container_state += t.elapsed();
         let files = leftover_files(&lab.net_dir);
         if !files.is_empty() {
             leaked.push(format!("files {files:?}"));
@@ -481,6 +494,7 @@ fn kill9(plugin: &'static str, n: u8) {
             ));
         }
         // The next ADD works (and is undone).
+        let t = Instant::now();
         let next = format!("kx{n}n{i}");
         let out = lab.run("ADD", &next, &conf);
         if out.code != 0 {
@@ -488,12 +502,93 @@ fn kill9(plugin: &'static str, n: u8) {
             problems.push(format!("run {i}: next ADD failed: {out:?}"));
         }
         lab.run("DEL", &next, &conf);
+        spent.next += t.elapsed();
     }
     say(&format!(
-        "kill9: {plugin} {total} runs, {killed} killed mid-ADD ({early} before the exec; window {window} us, seed {seed}), \
-         {orphans} with orphaned children, {leaks} leaks, {torn} torn files, {readd_failures} failed next ADDs"
+        "kill9: {plugin} {total} runs, {killed} killed mid-ADD (final window {window}, seed {seed}), \
+         {orphans} with orphaned children, {leaks} leaks, {torn} torn files, {readd_failures} failed next ADDs; \
+         {spent}"
     ));
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Undisturbed ADDs (and DELs) before the kills; all but the first two
+/// time the ADD.
+const WARM_UP_RUNS: usize = 5;
+
+/// Where the kill moments lie: uniformly between the plugin's exec and
+/// `width` after it. It starts at the median undisturbed ADD and adapts to
+/// what the runs show: narrower after an ADD that finished before its kill,
+/// a little wider after a kill, so that about one run in five finishes
+/// (the kills reach the ADD's very end) and few runs are spent without a
+/// kill. A single warm-up time would not do: on a loaded machine or in a VM
+/// a plugin's run time varies several-fold from run to run.
+struct KillWindow {
+    width: Duration,
+    widest: Duration,
+}
+
+impl KillWindow {
+    fn new(median: Duration) -> KillWindow {
+        KillWindow {
+            width: median,
+            widest: median * 2,
+        }
+    }
+
+    fn pick(&self, rng: &mut Rng) -> Duration {
+        Duration::from_micros(rng.below(self.width.as_micros() as u64 + 1))
+    }
+
+    fn adapt(&mut self, killed: bool) {
+        self.width = if killed {
+            (self.width * 21 / 20).min(self.widest)
+        } else {
+            self.width * 4 / 5
+        };
+    }
+}
+
+impl std::fmt::Display for KillWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} us", self.width.as_micros())
+    }
+}
+
+/// Where a plugin's kill runs spent their (wall) time, for the summary: in
+/// a VM every exec costs tens of milliseconds, and these say which part to
+/// make cheaper.
+#[derive(Default)]
+struct Phases {
+    /// Spawn, the wait before the kill, the kill and the reaping.
+    kill: Duration,
+    /// Waiting for orphaned children, reading the network directory.
+    files: Duration,
+    /// The DEL after the kill.
+    del: Duration,
+    /// The host namespace's snapshot.
+    host_state: Duration,
+    /// The container's links (and tuning's attributes and sysctls).
+    container_state: Duration,
+    /// The next ADD and its DEL.
+    next: Duration,
+}
+
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = |d: Duration| d.as_secs_f64();
+        write!(
+            f,
+            "seconds in kills {:.1}, orphans+files {:.1}, DEL {:.1}, host snapshot {:.1}, \
+             container state {:.1}, next ADD+DEL {:.1}",
+            s(self.kill),
+            s(self.files),
+            s(self.del),
+            s(self.host_state),
+            s(self.container_state),
+            s(self.next)
+        )
+    }
 }
 
 #[test]
