@@ -6,7 +6,10 @@
 //! back and remove its saved-values file, no reservation file may be empty
 //! or torn at any point we look, and the next ADD must work.
 //!
-//! 20 kills per plugin by default; `RCNI_KILL_RUNS=100` for the full run.
+//! 20 kills per plugin by default (10 in scripts/vmtest's qemu VM, see
+//! `runs`); `RCNI_KILL_RUNS=100` for the full run. The kill moments are
+//! uniform over a window from the plugin's exec that adapts to the runs
+//! (`KillWindow`), so few runs end before their kill.
 //! Half the runs DEL at once, racing the killed plugin's orphaned children
 //! (IPAM, iptables-restore, nft); the others wait for them to finish.
 //! Prints `kill9: <plugin> <runs> runs, <k> killed mid-ADD, <l> leaks, ...`.
@@ -57,20 +60,34 @@ impl Rng {
     }
 }
 
+/// Kills per plugin: `RCNI_KILL_RUNS`, else 20, or 10 in scripts/vmtest's
+/// qemu VM (`VMTEST_VM=qemu`, from its kernel command line). There every
+/// instruction is emulated and each run's dozen execs (the killed ADD, its
+/// DEL, the snapshot's tools, the next ADD and DEL, and what the plugins
+/// exec: host-local, iptables-restore, nft) cost 80-200 ms apiece: 20 kills
+/// of bridge, ptp, portmap and firewall took about 145 s of the VM's CPU,
+/// more than kill9's share of the VM stage. 10 still kill each of them
+/// mid-ADD at 10 moments spread over the whole ADD (the window adapts to
+/// reach its end), each followed by the full leak check and the next ADD.
 fn runs() -> usize {
+    let default = if std::env::var_os("VMTEST_VM").is_some_and(|vm| vm == "qemu") {
+        10
+    } else {
+        20
+    };
     std::env::var("RCNI_KILL_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(20)
+        .unwrap_or(default)
 }
 
 type Env = Vec<(OsString, OsString)>;
 
-/// Starts `plugin` in `host`: spawned from a thread inside that namespace,
-/// so the child is the plugin from its first instruction and `spawn`
-/// returns once it is exec'd (no `ip netns exec` in front of it, whose exec
-/// costs 30-75 ms under user-mode-linux and would have to be waited out
-/// before each kill moment).
+/// Starts `plugin` in `host` as `ip netns exec` would, without exec'ing
+/// `ip` ([`Netns::spawn`]): the child is the plugin from its first
+/// instruction and `spawn` returns once it is exec'd, so the kill moment
+/// counts from there (no `ip` exec in front of it to wait out, which costs
+/// 30-75 ms under user-mode-linux).
 fn start(host: &Netns, plugin: &Path, env: &Env, stdin: &[u8]) -> std::process::Child {
     let mut cmd = Command::new(plugin);
     cmd.env_clear()
@@ -79,7 +96,7 @@ fn start(host: &Netns, plugin: &Path, env: &Env, stdin: &[u8]) -> std::process::
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let mut child = host.run_in(|| cmd.spawn()).expect("spawn");
+    let mut child = host.spawn(&mut cmd).expect("spawn");
     let mut pipe = child.stdin.take().unwrap();
     // A config is far smaller than a pipe's buffer: this never blocks.
     let _ = pipe.write_all(stdin);
@@ -198,12 +215,16 @@ impl Lab {
         )
     }
 
-    /// The container's links with what `ip -j link show` says of them
-    /// (name, flags such as PROMISC and ALLMULTI, MTU, MAC, txqlen, qdisc);
-    /// for tuning, which changes the container's interface and sysctls, the
-    /// sysctls of `net.core` and `net.ipv4.conf.eth0` too. One exec (an exec
-    /// is the expensive part in a VM); the sysctls are read in-process.
+    /// The container's link names (read in-process); for tuning, which
+    /// changes the container's interface and sysctls, each link with what
+    /// `ip -j link show` says of it (flags such as PROMISC and ALLMULTI,
+    /// MTU, MAC, txqlen, qdisc) and the sysctls of `net.core` and
+    /// `net.ipv4.conf.eth0` (read in-process): one exec, the costly part
+    /// in a VM.
     fn container_state(&self) -> Vec<String> {
+        if self.plugin != "tuning" {
+            return self.container.link_names();
+        }
         let mut state: Vec<String> = self
             .container
             .ip_json(&["link", "show"])
@@ -221,12 +242,10 @@ impl Lab {
                 format!("link {link}")
             })
             .collect();
-        if self.plugin == "tuning" {
-            state.extend(
-                self.container
-                    .run_in(|| sysctls(&["/proc/sys/net/core", "/proc/sys/net/ipv4/conf/eth0"])),
-            );
-        }
+        state.extend(
+            self.container
+                .run_in(|| sysctls(&["/proc/sys/net/core", "/proc/sys/net/ipv4/conf/eth0"])),
+        );
         state.sort();
         state
     }
