@@ -195,6 +195,44 @@ fn etc_netns_files_are_bound_over_etc() {
     assert_ne!(std::fs::read_to_string("/etc/hosts").unwrap(), hosts);
 }
 
+#[test]
+fn snapshot_sees_links_addresses_qdiscs_and_rules() {
+    if skip_unless(
+        "snapshot_sees_links_addresses_qdiscs_and_rules",
+        &["ip", "tc", "nft"],
+    ) {
+        return;
+    }
+    let ns = Netns::new("vx");
+    let before = common::snapshot(&ns);
+    let (a, b) = (unique("vx"), unique("vx"));
+    ns.exec_ok(
+        "ip",
+        &["link", "add", &a, "type", "veth", "peer", "name", &b],
+    );
+    ns.exec_ok("ip", &["addr", "add", "10.144.0.1/24", "dev", &a]);
+    ns.exec_ok(
+        "tc",
+        &[
+            "qdisc", "add", "dev", &a, "root", "tbf", "rate", "1mbit", "burst", "32kbit",
+            "latency", "400ms",
+        ],
+    );
+    // The bridge family: the one both kernels' nf_tables have.
+    ns.exec_ok("nft", &["add", "table", "bridge", "vxsnap"]);
+    let d = common::diff(&before, &common::snapshot(&ns));
+    for want in [
+        format!("+link {a} "),
+        format!("+link {b} "),
+        format!("+addr {a} 10.144.0.1/24"),
+        "+qdisc tbf ".to_string(),
+        "+rule table bridge vxsnap".to_string(),
+    ] {
+        assert!(d.iter().any(|l| l.starts_with(&want)), "{want}: {d:#?}");
+    }
+    assert!(d.iter().all(|l| l.starts_with('+')), "{d:#?}");
+}
+
 /// Median of `runs` timings of `f`, in milliseconds.
 fn median_ms(runs: usize, mut f: impl FnMut()) -> f64 {
     let mut t: Vec<Duration> = (0..runs)
