@@ -20,9 +20,8 @@
 //! look); files are checked after every input. Prints `hostile: <plugin>
 //! <n> inputs, <f> failures` per plugin (`RCNI_HOSTILE_TIMES=1` adds the
 //! slowest inputs and where the time went; in the VMs that is always shown).
-//! The worlds whose kernel paths differ by kernel also run under Debian's
-//! 6.1 kernel (scripts/vmtest's entries; its LEFT_OUT table says which do
-//! not, and why).
+//! Every world but portmap's and firewall's also runs under Debian's 6.1
+//! kernel (scripts/vmtest's entries; its LEFT_OUT table says why not those).
 
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
