@@ -65,8 +65,11 @@ impl Rng {
 /// instruction is emulated and each run's dozen execs (the killed ADD, its
 /// DEL, the snapshot's tools, the next ADD and DEL, and what the plugins
 /// exec: host-local, iptables-restore, nft) cost 80-200 ms apiece: 20 kills
-/// of bridge, ptp, portmap and firewall took about 145 s of the VM's CPU,
-/// more than kill9's share of the VM stage. 10 still kill each of them
+/// of bridge, ptp, portmap and firewall took 111 s of the VM's CPU (143 s
+/// wall, load 3-8), which with user-mode-linux's 40 s for the other four
+/// is over kill9's share of the VM stage (150 s); with 10, both VMs
+/// together took 88 s (101 s wall; both before snapshot() went to
+/// netlink). 10 still kill each of them
 /// mid-ADD at 10 moments spread over the whole ADD (the window adapts to
 /// reach its end), each followed by the full leak check and the next ADD.
 fn runs() -> usize {
