@@ -368,54 +368,78 @@ fn runtime_config_and_precedence() {
     assert!(w.link(&ifb_name(w.name(), &pod.cid)).is_none());
 }
 
-/// Runs a bounded TCP transfer from `client_ns` to `server` (listening in
-/// `server_ns`) for about 4 s, and returns the receiver's rate in bits per
-/// second over its last 3 s (the bucket's initial burst is left out).
-fn measured_rate(server_ns: &Netns, client_ns: &Netns, server: &str) -> f64 {
+/// A link's byte counter (`rx` or tx) in `ns` and the time it was read,
+/// from /proc/net/dev on a thread in the namespace (read again should the
+/// read itself have been descheduled).
+fn link_bytes(ns: &Netns, link: &str, rx: bool) -> (Instant, u64) {
+    ns.run_in(|| {
+        loop {
+            let before = Instant::now();
+            let dev = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
+            let after = Instant::now();
+            if after - before > Duration::from_millis(20) {
+                continue;
+            }
+            // "  <name>: <rx bytes> <7 more rx counters> <tx bytes> ..."
+            let counters = dev
+                .lines()
+                .filter_map(|l| l.split_once(':'))
+                .find(|(name, _)| name.trim() == link)
+                .map(|(_, c)| c.split_whitespace().collect::<Vec<_>>())
+                .unwrap_or_else(|| panic!("no {link} in /proc/net/dev"));
+            let bytes = counters[if rx { 0 } else { 8 }].parse().unwrap();
+            return (before + (after - before) / 2, bytes);
+        }
+    })
+}
+
+/// Runs a TCP transfer from `client_ns` to `server` (listening in
+/// `server_ns`) and returns the rate, in bits per second, at which the
+/// shaped link `counter` (namespace, link, rx or tx) passed it over 3 s,
+/// starting 1 s in (the bucket's initial burst left out). Kernel counters
+/// and their read times, not the receiver's reads: under user-mode-linux
+/// on a loaded host a descheduled receiver read a backlog late and the
+/// rate came out 26% high or low.
+fn measured_rate(
+    server_ns: &Netns,
+    client_ns: &Netns,
+    server: &str,
+    counter: (&Netns, &str, bool),
+) -> f64 {
+    use std::sync::atomic::{AtomicBool, Ordering};
     let addr: SocketAddr = format!("{server}:5201").parse().unwrap();
     let listener = server_ns.run_in(|| TcpListener::bind(addr).unwrap());
+    let done = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let receiver = s.spawn(move || {
+        s.spawn(move || {
             let (mut conn, _) = listener.accept().unwrap();
-            conn.set_read_timeout(Some(Duration::from_millis(200)))
-                .unwrap();
             let mut buf = vec![0u8; 65536];
-            let start = Instant::now();
-            let (skip, stop) = (Duration::from_secs(1), Duration::from_secs(4));
-            let mut counted = 0u64;
-            let mut since: Option<Instant> = None;
-            while start.elapsed() < stop {
-                let n = match conn.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(_) => 0,
-                };
-                if start.elapsed() >= skip {
-                    since.get_or_insert_with(Instant::now);
-                    counted += n as u64;
-                }
-            }
-            let secs = since.map(|t| t.elapsed().as_secs_f64()).unwrap_or(f64::NAN);
-            // Closing with unread data resets the sender.
-            drop(conn);
-            counted as f64 * 8.0 / secs
+            while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
         });
-        client_ns.run_in(|| {
-            let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-            conn.set_write_timeout(Some(Duration::from_millis(200)))
-                .unwrap();
-            let chunk = vec![0x5au8; 16384];
-            let end = Instant::now() + Duration::from_millis(4500);
-            while Instant::now() < end {
-                match conn.write(&chunk) {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
-                    Err(_) => break,
+        let sender = s.spawn(|| {
+            client_ns.run_in(|| {
+                let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+                conn.set_write_timeout(Some(Duration::from_millis(200)))
+                    .unwrap();
+                let chunk = vec![0x5au8; 16384];
+                while !done.load(Ordering::Relaxed) {
+                    match conn.write(&chunk) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                        Err(_) => break,
+                    }
                 }
-            }
+            })
         });
-        receiver.join().unwrap()
+        let (ns, link, rx) = counter;
+        std::thread::sleep(Duration::from_secs(1));
+        let (t0, b0) = link_bytes(ns, link, rx);
+        std::thread::sleep(Duration::from_secs(3));
+        let (t1, b1) = link_bytes(ns, link, rx);
+        done.store(true, Ordering::Relaxed);
+        sender.join().unwrap();
+        (b1 - b0) as f64 * 8.0 / (t1 - t0).as_secs_f64()
     })
 }
 
@@ -435,8 +459,11 @@ fn measured_rate_in_both_directions() {
     let limits = json!({"ingressRate": ingress as u64, "ingressBurst": 256_000, "egressRate": egress as u64, "egressBurst": 256_000});
     w.run(&ours(), "ADD", &pod, &w.conf(&pod, "1.0.0", limits))
         .ok();
-    let into = measured_rate(&pod.cont, &w.host, &pod.ip());
-    let out_of = measured_rate(&w.host, &pod.cont, &pod.gateway());
+    // Into the container: what its eth0 received (shaped on the host
+    // veth); out of it: what the ifb sent on (shaped there).
+    let into = measured_rate(&pod.cont, &w.host, &pod.ip(), (&pod.cont, "eth0", true));
+    let ifb = ifb_name(w.name(), &pod.cid);
+    let out_of = measured_rate(&w.host, &pod.cont, &pod.gateway(), (&w.host, &ifb, false));
     let _ = writeln!(
         std::io::stderr().lock(),
         "bandwidth: measured {:.3} Mbit/s into ({} set), {:.3} Mbit/s out of ({} set) the container",
