@@ -6,8 +6,8 @@
 //! back and remove its saved-values file, no reservation file may be empty
 //! or torn at any point we look, and the next ADD must work.
 //!
-//! 20 kills per plugin by default (10 in scripts/vmtest's qemu VM, see
-//! `runs`); `RCNI_KILL_RUNS=100` for the full run. The kill moments are
+//! 20 kills per plugin by default, in the VMs too (see `runs`);
+//! `RCNI_KILL_RUNS=100` for the full run. The kill moments are
 //! uniform over a window from the plugin's exec that adapts to the runs
 //! (`KillWindow`), so few runs end before their kill.
 //! Half the runs DEL at once, racing the killed plugin's orphaned children
@@ -60,28 +60,16 @@ impl Rng {
     }
 }
 
-/// Kills per plugin: `RCNI_KILL_RUNS`, else 20, or 10 in scripts/vmtest's
-/// qemu VM (`VMTEST_VM=qemu`, from its kernel command line). There every
-/// instruction is emulated and each run's dozen execs (the killed ADD, its
-/// DEL, the snapshot's tools, the next ADD and DEL, and what the plugins
-/// exec: host-local, iptables-restore, nft) cost 80-200 ms apiece: 20 kills
-/// of bridge, ptp, portmap and firewall took 111 s of the VM's CPU (143 s
-/// wall, load 3-8), which with user-mode-linux's 40 s for the other four
-/// is over kill9's share of the VM stage (150 s); with 10, both VMs
-/// together took 88 s (101 s wall; both before snapshot() went to
-/// netlink). 10 still kill each of them
-/// mid-ADD at 10 moments spread over the whole ADD (the window adapts to
-/// reach its end), each followed by the full leak check and the next ADD.
+/// Kills per plugin: `RCNI_KILL_RUNS`, else 20, on the host and in both of
+/// scripts/vmtest's VMs. Under qemu, where each run's dozen execs cost
+/// 80-200 ms, 20 kills of bridge, ptp, portmap and firewall took 106 s of
+/// one VM once snapshot() read links over netlink (111 s of CPU before):
+/// the qemu VMs finish well before the user-mode-linux ones all the same.
 fn runs() -> usize {
-    let default = if std::env::var_os("VMTEST_VM").is_some_and(|vm| vm == "qemu") {
-        10
-    } else {
-        20
-    };
     std::env::var("RCNI_KILL_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+        .unwrap_or(20)
 }
 
 type Env = Vec<(OsString, OsString)>;
