@@ -1101,51 +1101,52 @@ impl Firewalld {
         };
         let log = std::fs::File::create(fw.dir.join("dbus.log")).unwrap();
         fw.daemons.push(
-            Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    host.name(),
-                    "dbus-daemon",
-                    "--nofork",
-                    "--nopidfile",
-                ])
-                .arg(format!(
-                    "--config-file={}",
-                    fw.dir.join("bus.conf").display()
-                ))
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("dbus-daemon"),
+            host.spawn(
+                Command::new("dbus-daemon")
+                    .args(["--nofork", "--nopidfile"])
+                    .arg(format!(
+                        "--config-file={}",
+                        fw.dir.join("bus.conf").display()
+                    ))
+                    .stdout(Stdio::null())
+                    .stderr(log),
+            )
+            .expect("dbus-daemon"),
         );
+        // firewalld only once the bus listens: one that finds no bus exits
+        // (under qemu's emulation dbus-daemon can take seconds to listen).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        while !socket.exists() {
+            fw.assert_running(0, "dbus.log");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "dbus-daemon never listened"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // firewalld makes its run directory with "mkdir unless it exists":
+        // three starting at once on a fresh /run (the VMs' tmpfs) raced
+        // there, and the losers exited with EEXIST. Made here first.
+        std::fs::create_dir_all("/run/firewalld").unwrap();
+        // Its console log goes to stdout or stderr by level: both kept.
         let log = std::fs::File::create(fw.dir.join("firewalld.log")).unwrap();
         fw.daemons.push(
-            Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    host.name(),
-                    "firewalld",
-                    "--nofork",
-                    "--nopid",
-                ])
-                .arg("--system-config")
-                .arg(&etc)
-                .args(["--log-target", "console"])
-                .env("DBUS_SYSTEM_BUS_ADDRESS", &fw.bus)
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("firewalld"),
+            host.spawn(
+                Command::new("firewalld")
+                    .args(["--nofork", "--nopid"])
+                    .arg("--system-config")
+                    .arg(&etc)
+                    .args(["--log-target", "console"])
+                    .env("DBUS_SYSTEM_BUS_ADDRESS", &fw.bus)
+                    .stdout(log.try_clone().unwrap())
+                    .stderr(log),
+            )
+            .expect("firewalld"),
         );
         // Up when its state says so (firewalld is Python: a second here,
         // half a minute under qemu's emulation). Each look is a process,
         // which costs under qemu too: the pause doubles up to a second.
-        let (mut pause, deadline) = (
-            std::time::Duration::from_millis(100),
-            std::time::Instant::now() + std::time::Duration::from_secs(300),
-        );
+        let mut pause = std::time::Duration::from_millis(100);
         while std::time::Instant::now() < deadline {
             let state = fw.call(
                 "org.freedesktop.DBus.Properties.Get",
@@ -1154,11 +1155,21 @@ impl Firewalld {
             if state.is_ok_and(|reply| reply.iter().any(|w| w == "RUNNING")) {
                 return fw;
             }
+            fw.assert_running(1, "firewalld.log");
             std::thread::sleep(pause);
             pause = (pause * 2).min(std::time::Duration::from_secs(1));
         }
         let log = std::fs::read_to_string(fw.dir.join("firewalld.log")).unwrap_or_default();
         panic!("firewalld did not start: {log}");
+    }
+
+    /// Panics with its log when daemon `i` (0: dbus-daemon, 1: firewalld)
+    /// has exited.
+    fn assert_running(&mut self, i: usize, log: &str) {
+        if let Ok(Some(status)) = self.daemons[i].try_wait() {
+            let text = std::fs::read_to_string(self.dir.join(log)).unwrap_or_default();
+            panic!("{log}: exited ({status}) before it was up: {text}");
+        }
     }
 
     /// Calls `method` (`zone.getSources`: of org.fedoraproject.FirewallD1,
