@@ -141,7 +141,10 @@ pub fn snapshot(ns: &Netns) -> Vec<String> {
     let mut rest = String::new();
     for (tool, family) in [("iptables-save", "ip"), ("ip6tables-save", "ip6")] {
         let table = format!("table {family} ");
-        if iptables_is_nft() && nft_ok && !ruleset.lines().any(|l| l.starts_with(&table)) {
+        if cni_fw::iptables::is_nft_variant(cni_fw::iptables::Family::V4)
+            && nft_ok
+            && !ruleset.lines().any(|l| l.starts_with(&table))
+        {
             continue;
         }
         rest += &run(tool, &[]).0;
@@ -224,20 +227,6 @@ fn links_addrs_qdiscs(ns: &Netns) -> Result<Vec<String>, cni_net::NetError> {
         }
     }
     Ok(lines)
-}
-
-/// Whether `iptables-save` on PATH is iptables-nft (Debian's default), whose
-/// rules `nft list ruleset` shows as well.
-fn iptables_is_nft() -> bool {
-    static NFT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *NFT.get_or_init(|| {
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        std::env::split_paths(&path)
-            .map(|dir| dir.join("iptables-save"))
-            .find(|p| p.exists())
-            .and_then(|p| std::fs::canonicalize(p).ok())
-            .is_some_and(|real| real.to_string_lossy().contains("nft"))
-    })
 }
 
 /// The lines only in `before` (-) or only in `after` (+).
