@@ -1352,3 +1352,34 @@ fn without_a_writable_cache_host_local_still_works() {
         assert_eq!(d.files(), ["last_reserved_ip.0", "lock"], "{wrapper:?}");
     }
 }
+
+/// A symlink planted at `last_reserved_ip.0` is replaced by the plugin's
+/// own file, never written through (issue 25): the file it points to keeps
+/// its bytes. The ADD still succeeds and takes the address after the hint,
+/// as the reference's would (the reference reads the hint through the link
+/// too, but also writes through it).
+#[test]
+fn lk_last_reserved_symlink_is_replaced_not_followed() {
+    let d = DataDir::new("lkhl");
+    let conf = d.conf("1.0.0", json!({"subnet": "10.152.1.0/24"}));
+    assert_eq!(
+        result_ips(&add(&conf, "c1", "eth0").ok()),
+        ["10.152.1.2/24"]
+    );
+    let outside = d.path().join("outside");
+    std::fs::write(&outside, "10.152.1.2").unwrap();
+    let hint = d.net_dir().join("last_reserved_ip.0");
+    std::fs::remove_file(&hint).unwrap();
+    std::os::unix::fs::symlink(&outside, &hint).unwrap();
+
+    let out = add(&conf, "c2", "eth0");
+    assert_eq!(result_ips(&out.ok()), ["10.152.1.3/24"]);
+    assert_eq!(out.stderr, "");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "10.152.1.2");
+    let m = std::fs::symlink_metadata(&hint).unwrap();
+    assert!(m.file_type().is_file(), "{m:?}");
+    assert_eq!(std::fs::read_to_string(&hint).unwrap(), "10.152.1.3");
+    for c in ["c1", "c2"] {
+        del(&conf, c, "eth0").ok();
+    }
+}

@@ -120,9 +120,15 @@ const LIST_AFTER_TAKEN: u32 = 8;
 /// Overwrites the regular file `path` with `data` in one `pwrite` at offset
 /// 0, if it exists and holds no more than `data.len()` bytes (so nothing of
 /// the old text can remain). `false` when that cannot be done; the caller
-/// then replaces the file.
+/// then replaces the file. A symlink is not followed (`O_NOFOLLOW`): the
+/// caller replaces it with a file of its own rather than write wherever it
+/// points.
 fn overwrite_if_not_shorter(path: &Path, data: &[u8]) -> bool {
-    let Ok(f) = OpenOptions::new().write(true).open(path) else {
+    let Ok(f) = OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+    else {
         return false;
     };
     match f.metadata() {
