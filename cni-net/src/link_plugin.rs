@@ -461,9 +461,11 @@ fn announce(cx: &Ctx, ifname: &str, opts: &L3Opts) {
     });
 }
 
-/// DEL of a link plugin: IPAM DEL when `ipam` (running while the link is
-/// deleted), then `CNI_IFNAME` in the container. A netns or link that is
-/// already gone is success; both steps always run.
+/// DEL of a link plugin: IPAM DEL when `ipam`, then `CNI_IFNAME` in the
+/// container, in the order [`delegate::del_ipam_and_link`] picks (IPAM
+/// DEL finishes first unless the IPAM type is known to need no link: the
+/// dhcp daemon sends its DHCPRELEASE from the link). A netns or link that
+/// is already gone is success; both steps always run.
 pub fn del(args: &CmdArgs, ipam: bool) -> Result<(), CniError> {
     del_of_kind(args, ipam, None)
 }
@@ -473,15 +475,10 @@ pub fn del(args: &CmdArgs, ipam: bool) -> Result<(), CniError> {
 /// ADD that failed on the name clash is followed by the runtime's DEL) and
 /// is left alone. tap uses it.
 pub fn del_of_kind(args: &CmdArgs, ipam: bool, kind: Option<&str>) -> Result<(), CniError> {
-    let running = ipam.then(|| delegate::ipam_start(Command::Del, args));
-    let link = match args.netns.as_deref() {
+    let (ipam, link) = delegate::del_ipam_and_link(args, ipam, || match args.netns.as_deref() {
         Some(path) => del_in(path, &args.ifname, kind),
         None => Ok(()),
-    };
-    let ipam = match running {
-        Some(r) => r.and_then(|r| r.wait().map(|_| ())),
-        None => Ok(()),
-    };
+    });
     match (ipam, link) {
         (Ok(()), Ok(())) => Ok(()),
         (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),

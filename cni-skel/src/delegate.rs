@@ -175,6 +175,57 @@ pub fn ipam_start(command: Command, args: &CmdArgs) -> Result<Running, CniError>
     start(ipam_type(args)?, command, args)
 }
 
+/// When a main plugin's DEL runs its IPAM DEL, relative to removing the
+/// container's link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelOrder {
+    /// IPAM DEL first, the link once it has finished: the Go reference's
+    /// order, and the one for every IPAM that may need the link (dhcp
+    /// sends its DHCPRELEASE from it) or that rcni does not know.
+    IpamFirst,
+    /// Both at once: only for IPAM types known never to touch the link.
+    Parallel,
+}
+
+impl DelOrder {
+    /// The order for `CmdArgs`' `ipam.type`: side by side only for
+    /// `host-local` and `static` (files and pure computation).
+    pub fn of(args: &CmdArgs) -> DelOrder {
+        match ipam_type(args) {
+            Ok("host-local" | "static") => DelOrder::Parallel,
+            _ => DelOrder::IpamFirst,
+        }
+    }
+}
+
+/// DEL's IPAM and link steps, in [`DelOrder::of`] the config's IPAM type:
+/// IPAM DEL (when `ipam`) and `remove_link`, both always run, each one's
+/// outcome returned (IPAM's first) for the caller to report together. The
+/// one place that decides the order, for every plugin that puts a link in
+/// the container (link_plugin's kinds, bridge, ptp, host-device).
+pub fn del_ipam_and_link<T>(
+    args: &CmdArgs,
+    ipam: bool,
+    remove_link: impl FnOnce() -> T,
+) -> (Result<(), CniError>, T) {
+    if !ipam {
+        return (Ok(()), remove_link());
+    }
+    match DelOrder::of(args) {
+        DelOrder::IpamFirst => {
+            let ipam = ipam_run(Command::Del, args);
+            (ipam, remove_link())
+        }
+        DelOrder::Parallel => {
+            // A child process, running while the kernel deletes the link
+            // (a veth's teardown waits out an RCU grace period).
+            let running = ipam_start(Command::Del, args);
+            let link = remove_link();
+            (running.and_then(|r| r.wait().map(|_| ())), link)
+        }
+    }
+}
+
 fn ipam_type(args: &CmdArgs) -> Result<&str, CniError> {
     Ok(args
         .conf
@@ -201,6 +252,70 @@ mod tests {
             conf: crate::conf::NetConf::default(),
             invoker: None,
         }
+    }
+
+    fn with_ipam(mut a: CmdArgs, kind: &str) -> CmdArgs {
+        a.conf.ipam = Some(crate::conf::IpamConf {
+            kind: Some(kind.into()),
+        });
+        a
+    }
+
+    #[test]
+    fn only_ipam_types_that_need_no_link_run_beside_its_removal() {
+        let a = || args(&["/nonexistent"]);
+        assert_eq!(
+            DelOrder::of(&with_ipam(a(), "host-local")),
+            DelOrder::Parallel
+        );
+        assert_eq!(DelOrder::of(&with_ipam(a(), "static")), DelOrder::Parallel);
+        for kind in ["dhcp", "whereabouts", "Host-local", "host-local2", ""] {
+            assert_eq!(
+                DelOrder::of(&with_ipam(a(), kind)),
+                DelOrder::IpamFirst,
+                "{kind}"
+            );
+        }
+        assert_eq!(DelOrder::of(&a()), DelOrder::IpamFirst);
+    }
+
+    /// A fake IPAM plugin `name` in a fresh directory: a shell script that
+    /// sleeps 0.3 s, then creates `done` beside itself.
+    fn fake_ipam(name: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir =
+            std::env::temp_dir().join(format!("cni-skel-delorder-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join(name);
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\nsleep 0.3\n: > {}/done\n", dir.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    }
+
+    #[test]
+    fn del_waits_for_ipam_that_may_need_the_link() {
+        for (kind, ipam_done_first) in [("dhcp", true), ("host-local", false)] {
+            let dir = fake_ipam(kind);
+            let a = with_ipam(args(&[dir.to_str().unwrap()]), kind);
+            let (ipam, saw_done) = del_ipam_and_link(&a, true, || dir.join("done").exists());
+            ipam.unwrap();
+            assert_eq!(saw_done, ipam_done_first, "{kind}");
+            assert!(dir.join("done").exists(), "{kind}: IPAM DEL ran");
+            // Without IPAM only the link step runs.
+            let (ipam, ran) = del_ipam_and_link(&a, false, || true);
+            assert!(ipam.is_ok() && ran);
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        // An IPAM DEL that fails still lets the link go; both outcomes return.
+        let a = with_ipam(args(&["/nonexistent"]), "dhcp");
+        let (ipam, ran) = del_ipam_and_link(&a, true, || true);
+        assert!(ipam.unwrap_err().msg.starts_with("failed to find plugin"));
+        assert!(ran);
     }
 
     #[test]

@@ -135,6 +135,14 @@ impl Lan {
         std::fs::read_to_string(self.dir.join("dnsmasq.log")).unwrap_or_default()
     }
 
+    /// The "segment" namespace: `seg0`, the veth whose peer is dnsmasq's
+    /// `srv0`, is there. Tests that run a link plugin's ADD and DEL run it
+    /// here, as the host, with `seg0` (or something bridged to it) as the
+    /// parent.
+    pub fn segment(&self) -> &Netns {
+        &self.segment
+    }
+
     /// A container netns with a macvlan `net1` (down) over the segment.
     pub fn container(&self, tag: &str) -> Netns {
         let c = Netns::new(tag);
@@ -161,6 +169,17 @@ pub fn client_id_hex(container_id: &str, net: &str, ifname: &str) -> String {
         .collect::<Vec<_>>()
         .join(":")
 }
+
+/// Our daemon's flags for tests: short DHCP timeouts (5 s an exchange,
+/// resends up to 8 s apart, 30 s in all), so a failure shows in seconds.
+pub const QUICK_TIMING: [&str; 6] = [
+    "-timeout",
+    "5s",
+    "-resendmax",
+    "8s",
+    "-resendtimeout",
+    "30s",
+];
 
 /// A dhcp daemon (`<binary> daemon -socketpath <socket> ...`), its stderr
 /// in `log`; killed on drop. Waits until the socket accepts connections.

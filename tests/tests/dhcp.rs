@@ -12,7 +12,7 @@
 
 #![cfg(test)]
 
-use rcni_tests::dhcp_util::{DaemonProc, Lan, Proc, client_id_hex, skip, wait_for};
+use rcni_tests::dhcp_util::{DaemonProc, Lan, Proc, QUICK_TIMING, client_id_hex, skip, wait_for};
 use rcni_tests::tempdir::TempDir;
 use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, have_tool, unique};
 use serde_json::{Value, json};
@@ -37,14 +37,7 @@ impl Daemon {
     fn start(dir: &Path, extra: &[&str]) -> Daemon {
         let socket = dir.join("dhcp.sock");
         let log = dir.join(format!("daemon-{}.log", unique("l")));
-        let mut args = vec![
-            "-timeout",
-            "5s",
-            "-resendmax",
-            "8s",
-            "-resendtimeout",
-            "30s",
-        ];
+        let mut args = QUICK_TIMING.to_vec();
         args.extend_from_slice(extra);
         Daemon {
             inner: DaemonProc::start(&bin("dhcp"), &socket, &log, &args),

@@ -9,7 +9,7 @@
 
 #![cfg(test)]
 
-use rcni_tests::dhcp_util::{DaemonProc, Lan, client_id_hex, skip, wait_for};
+use rcni_tests::dhcp_util::{DaemonProc, Lan, QUICK_TIMING, client_id_hex, skip, wait_for};
 use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -55,14 +55,7 @@ fn our_daemon(lan: &Lan, socket: &Path) -> DaemonProc {
         &bin("dhcp"),
         socket,
         &lan.dir.join("our-daemon.log"),
-        &[
-            "-timeout",
-            "5s",
-            "-resendmax",
-            "8s",
-            "-resendtimeout",
-            "30s",
-        ],
+        &QUICK_TIMING,
     )
 }
 
