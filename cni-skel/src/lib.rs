@@ -52,6 +52,22 @@ impl From<CniResult> for Output {
 /// A command's outcome.
 pub type CmdResult = Result<Output, CniError>;
 
+/// rcni's release version, one for every plugin: the workspace's version
+/// (a release is the git tag `v<RELEASE>`).
+pub const RELEASE: &str = env!("CARGO_PKG_VERSION");
+
+/// The first line of every plugin's about text (what [`Plugin::about`]
+/// returns; printed to stderr, with the spec versions, when `CNI_COMMAND`
+/// is empty). The Go reference prints `CNI <type> plugin <version>`
+/// (`buildversion.BuildString`), `<version>` being `git describe` of the
+/// release tag (`v1.4.0`; Debian's build says `version unknown`). Ours
+/// keeps that shape and says whose it is as the version's semver build
+/// metadata, so the version stays one `v`-prefixed token that a semver
+/// parser reads as the release: `CNI bridge plugin v0.1.0+rcni`.
+pub fn about(plugin_type: &str) -> String {
+    format!("CNI {plugin_type} plugin v{RELEASE}+rcni")
+}
+
 /// A CNI plugin: one method per command.
 pub trait Plugin {
     /// The about text printed to stderr when `CNI_COMMAND` is empty.

@@ -410,23 +410,6 @@ fn gc_and_status_succeed_silently() {
     }
 }
 
-#[test]
-fn about_text_without_a_command() {
-    let out = Invocation::new(bin("loopback"), "")
-        .unset("CNI_COMMAND")
-        .run();
-    assert_eq!(out.code, 0, "{out:?}");
-    assert!(out.stdout.is_empty());
-    let first = out.stderr.lines().next().unwrap_or_default();
-    assert_eq!(
-        first,
-        format!("CNI loopback plugin v{}", env!("CARGO_PKG_VERSION"))
-    );
-    assert!(out.stderr.contains(
-        "CNI protocol versions supported: 0.1.0, 0.2.0, 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0"
-    ));
-}
-
 // ---- side by side with the Go reference ----
 
 /// A result with the parts that legitimately differ made equal: the

@@ -22,7 +22,7 @@ struct Bandwidth;
 
 impl Plugin for Bandwidth {
     fn about(&self) -> String {
-        format!("CNI bandwidth plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("bandwidth")
     }
 
     /// From 0.3.0, as the reference (chaining needs prevResult).

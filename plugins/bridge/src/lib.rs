@@ -21,7 +21,7 @@ pub struct Bridge;
 
 impl Plugin for Bridge {
     fn about(&self) -> String {
-        format!("CNI bridge plugin rcni {}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("bridge")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

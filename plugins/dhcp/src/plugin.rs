@@ -93,7 +93,7 @@ fn call_error(method: &str, e: CallError) -> CniError {
 
 impl Plugin for Dhcp {
     fn about(&self) -> String {
-        format!("CNI dhcp plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("dhcp")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

@@ -21,7 +21,7 @@ struct Dummy;
 
 impl Plugin for Dummy {
     fn about(&self) -> String {
-        format!("CNI dummy plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("dummy")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

@@ -166,7 +166,7 @@ fn gc_firewalld_sources(network: &str, valid: &[(String, String)]) -> Result<(),
 
 impl Plugin for Firewall {
     fn about(&self) -> String {
-        format!("CNI firewall plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("firewall")
     }
 
     fn supported_versions(&self) -> Vec<String> {

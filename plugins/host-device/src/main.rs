@@ -371,7 +371,7 @@ fn gc_state(args: &CmdArgs) -> Result<(), CniError> {
 
 impl Plugin for HostDevice {
     fn about(&self) -> String {
-        format!("CNI host-device plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("host-device")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

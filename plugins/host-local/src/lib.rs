@@ -26,7 +26,7 @@ pub struct HostLocal;
 
 impl Plugin for HostLocal {
     fn about(&self) -> String {
-        format!("CNI host-local plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("host-local")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

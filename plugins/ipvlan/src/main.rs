@@ -94,7 +94,7 @@ struct Ipvlan;
 
 impl Plugin for Ipvlan {
     fn about(&self) -> String {
-        format!("CNI ipvlan plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("ipvlan")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

@@ -12,7 +12,7 @@ struct Macvlan;
 
 impl Plugin for Macvlan {
     fn about(&self) -> String {
-        format!("CNI macvlan plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("macvlan")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

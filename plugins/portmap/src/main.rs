@@ -137,7 +137,7 @@ fn after_rules(conf: &Conf, v4: Option<IpNetwork>, v6: Option<IpNetwork>) -> Res
 
 impl Plugin for Portmap {
     fn about(&self) -> String {
-        format!("CNI portmap plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("portmap")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

@@ -13,7 +13,7 @@ struct Ptp;
 
 impl Plugin for Ptp {
     fn about(&self) -> String {
-        format!("CNI ptp plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("ptp")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

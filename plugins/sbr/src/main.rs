@@ -43,7 +43,7 @@ impl Conf {
 
 impl Plugin for Sbr {
     fn about(&self) -> String {
-        format!("CNI sbr plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("sbr")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

@@ -55,7 +55,7 @@ fn check_prev(conf: &StaticConf, prev: &CniResult, ifname: &str) -> Result<(), C
 
 impl Plugin for Static {
     fn about(&self) -> String {
-        format!("CNI static plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("static")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

@@ -111,7 +111,7 @@ fn setup(conf: &TapConf, nl: &Netlink, link: &Link) -> Result<Link, CniError> {
 
 impl Plugin for Tap {
     fn about(&self) -> String {
-        format!("CNI tap plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("tap")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

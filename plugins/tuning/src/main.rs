@@ -16,7 +16,7 @@ struct Tuning;
 
 impl Plugin for Tuning {
     fn about(&self) -> String {
-        format!("CNI tuning plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("tuning")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

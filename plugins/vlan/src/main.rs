@@ -68,7 +68,7 @@ struct Vlan;
 
 impl Plugin for Vlan {
     fn about(&self) -> String {
-        format!("CNI vlan plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("vlan")
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {

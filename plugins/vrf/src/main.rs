@@ -79,7 +79,7 @@ fn is_reserved_table(t: u32) -> bool {
 
 impl Plugin for Vrf {
     fn about(&self) -> String {
-        format!("CNI vrf plugin v{}", env!("CARGO_PKG_VERSION"))
+        cni_skel::about("vrf")
     }
 
     /// From 0.3.1, as the reference.
