@@ -157,6 +157,27 @@ fn add_check_del(lan: &Lan, d: &Daemon, plugin: &Path, c: &Netns, conf: &Value) 
     call("DEL", "dhcpd-cid-1", c, conf).ok();
     call("DEL", "dhcpd-nope", c, conf).ok();
     assert!(d.log().contains("releasing lease"), "{}", d.log());
+    assert_rfc3339_expiry(&d.log());
+}
+
+/// The daemon prints a lease's expiry as RFC 3339 UTC
+/// (`expiration is 2026-11-27T19:40:00Z`), not as Rust's `SystemTime`
+/// debug form.
+fn assert_rfc3339_expiry(log: &str) {
+    let (_, after) = log
+        .split_once("expiration is ")
+        .unwrap_or_else(|| panic!("no expiry logged: {log}"));
+    let t = after.get(..20).unwrap_or(after).as_bytes();
+    let shape = b"dddd-dd-ddTdd:dd:ddZ";
+    let ok = t.len() == shape.len()
+        && t.iter().zip(shape).all(|(c, s)| {
+            if *s == b'd' {
+                c.is_ascii_digit()
+            } else {
+                c == s
+            }
+        });
+    assert!(ok, "expiry not RFC 3339: {after:.60}");
 }
 
 #[test]

@@ -8,9 +8,9 @@
 //! thread (first lease) or a short-lived maintenance worker (renewals), so
 //! a slow server holds up only its own attachment.
 
-use super::packet::{CLIENT_PORT, FLAG_BROADCAST, Message, MessageType, SERVER_PORT, opt};
 use cni_net::udp::{UdpOpts, bound_to_device};
 use cni_net::{NetNs, Netlink};
+use dhcp4::{CLIENT_PORT, FLAG_BROADCAST, Message, MessageType, SERVER_PORT, opt};
 use std::hash::{BuildHasher, Hasher};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
@@ -203,7 +203,7 @@ fn transact(
         let Some(reply) = buf.get(..n).and_then(Message::decode) else {
             continue;
         };
-        if reply.op != super::packet::BOOTREPLY || reply.xid != m.xid || reply.chaddr != m.chaddr {
+        if reply.op != dhcp4::BOOTREPLY || reply.xid != m.xid || reply.chaddr != m.chaddr {
             continue;
         }
         match reply.message_type() {

@@ -3,7 +3,7 @@
 //! `fromArg`, and the DHCP client identifier, all as the Go daemon does;
 //! and for the plugin side, `ipam.daemonSocketPath`.
 
-use super::packet::opt;
+use dhcp4::opt;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize, Default)]

@@ -2,13 +2,12 @@
 //! and its on-disk form (one JSON file per client id, so that a restarted
 //! daemon keeps renewing and later DELs still release: plugins#235).
 
-use super::packet::{Message, classless_routes, opt, static_routes};
 use cni_skel::{CniResult, IpConfig, Route};
+use dhcp4::{Message, classless_routes, opt, static_routes};
 use ipnetwork::{IpNetwork, Ipv4Network};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Lease times as wall-clock seconds since the epoch: they must survive a
 /// restart of the daemon (a monotonic clock does not).
@@ -47,17 +46,6 @@ impl Times {
             expire: now.saturating_add(lease),
         }
     }
-}
-
-pub fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
-}
-
-pub fn secs_to_system(s: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(s)
 }
 
 /// Everything the daemon keeps about one attachment, as stored on disk.
@@ -271,12 +259,12 @@ mod bytes_text {
 
 #[cfg(test)]
 mod tests {
-    use super::super::packet::MessageType;
     use super::*;
+    use dhcp4::MessageType;
 
     fn ack(opts: &[(u8, &[u8])]) -> Message {
         let mut m = Message::request(MessageType::Ack, 1, [2, 0, 0, 0, 0, 1]);
-        m.op = super::super::packet::BOOTREPLY;
+        m.op = dhcp4::BOOTREPLY;
         m.yiaddr = Ipv4Addr::new(10, 131, 0, 50);
         for (c, v) in opts {
             m.set_option(*c, v.to_vec());

@@ -7,10 +7,10 @@
 //! and one thread waiting for SIGINT/SIGTERM.
 
 mod client;
+mod clock;
 pub(crate) mod config;
 mod flags;
 mod lease;
-mod packet;
 mod service;
 
 #[cfg(test)]
@@ -243,7 +243,7 @@ fn init_logger() {
                 let _ = writeln!(
                     std::io::stderr().lock(),
                     "{} {}",
-                    go_log_time(lease::now_secs()),
+                    clock::go_log_time(clock::now_secs()),
                     r.args()
                 );
             }
@@ -261,35 +261,5 @@ fn init_logger() {
     };
     if log::set_logger(&LOGGER).is_ok() {
         log::set_max_level(level);
-    }
-}
-
-/// UTC `YYYY/MM/DD hh:mm:ss` of epoch seconds (civil-from-days).
-fn go_log_time(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}/{m:02}/{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn log_time() {
-        assert_eq!(super::go_log_time(0), "1970/01/01 00:00:00");
-        assert_eq!(super::go_log_time(1_795_482_000), "2026/11/24 01:00:00");
     }
 }

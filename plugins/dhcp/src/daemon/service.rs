@@ -11,8 +11,9 @@
 //! runtime deleted really goes away.
 
 use super::client::{self, Failure, Identity, Timing};
+use super::clock::{now_secs, rfc3339};
 use super::config;
-use super::lease::{Record, Store, Times, now_secs, result_of};
+use super::lease::{Record, Store, Times, result_of};
 use crate::netrpc::{CmdArgs, Service};
 use cni_net::NetNs;
 use cni_skel::CniResult;
@@ -254,9 +255,9 @@ impl Daemon {
         match result_of(&ack, opts.priority) {
             Ok(result) => {
                 log::info!(
-                    "{id_text}: lease acquired ({}), expiration is {:?}",
+                    "{id_text}: lease acquired ({}), expiration is {}",
                     ack.yiaddr,
-                    super::lease::secs_to_system(times.expire)
+                    rfc3339(times.expire)
                 );
                 Ok((record, result))
             }
@@ -409,8 +410,8 @@ impl Daemon {
                 e.phase = Phase::Bound;
                 e.next = e.record.times.renew;
                 log::info!(
-                    "{id_text}: lease renewed, expiration is {:?}",
-                    super::lease::secs_to_system(e.record.times.expire)
+                    "{id_text}: lease renewed, expiration is {}",
+                    rfc3339(e.record.times.expire)
                 );
                 if let Err(err) = self.store.save(&e.record) {
                     log::warn!("{id_text}: lease not persisted: {err}");
@@ -509,7 +510,7 @@ impl Daemon {
 }
 
 enum Step {
-    Renewed(super::packet::Message),
+    Renewed(dhcp4::Message),
     Retry(Phase, u64),
     Lost(String),
     Gone(String),

@@ -1,6 +1,12 @@
 //! DHCPv4 messages (RFC 2131/2132): the fixed BOOTP header, the magic
 //! cookie and the options, encoded and decoded without panicking on
-//! whatever arrives from the wire.
+//! whatever arrives from the wire; options carried in `sname`/`file`
+//! (overload, option 52), long options split over several instances
+//! (RFC 3396), and the route options 121 (RFC 3442) and 33.
+//!
+//! Bytes in, values out: no sockets, no clock, nothing of CNI. The dhcp
+//! plugin's daemon is its user; the fuzz target `dhcp4_packet` reaches the
+//! same functions.
 
 use std::net::Ipv4Addr;
 
@@ -17,7 +23,7 @@ const FIXED_LEN: usize = 236;
 /// BOOTP relays and some servers drop shorter messages.
 const MIN_LEN: usize = 300;
 
-/// Option codes this daemon reads or writes.
+/// Option codes a CNI DHCP client reads or writes.
 pub mod opt {
     pub const PAD: u8 = 0;
     pub const SUBNET_MASK: u8 = 1;
@@ -323,6 +329,42 @@ mod tests {
         overload.splice(243..243, [52, 1, 3]);
         assert!(Message::decode(&overload).is_some());
         assert!(Message::decode(&[0xff; 400]).is_none());
+    }
+
+    #[test]
+    fn overload_reads_file_then_sname() {
+        let mut wire = Message::request(MessageType::Offer, 9, [2; 6]).encode();
+        // 52 = 3: options in `file` (108..236) first, then `sname` (44..108).
+        wire.splice(243..243, [52, 1, 3]);
+        // file: the mask, a pad, the first half of 121 (10.0.0.0/8 via ...), end.
+        let file = [1, 4, 255, 255, 255, 0, 0, 121, 2, 8, 10, 255];
+        wire[108..108 + file.len()].copy_from_slice(&file);
+        // sname: a pad, the router, the rest of 121 (... 10.154.0.1), end.
+        let sname = [0, 3, 4, 10, 154, 0, 1, 121, 4, 10, 154, 0, 1, 255];
+        wire[44..44 + sname.len()].copy_from_slice(&sname);
+        let m = Message::decode(&wire).unwrap();
+        assert_eq!(
+            m.ip_option(opt::SUBNET_MASK),
+            Some(Ipv4Addr::new(255, 255, 255, 0))
+        );
+        assert_eq!(m.ip_option(opt::ROUTER), Some(Ipv4Addr::new(10, 154, 0, 1)));
+        // 121 split over `file` and `sname` is one value (RFC 3396).
+        let routes = classless_routes(m.option(opt::CLASSLESS_ROUTES).unwrap()).unwrap();
+        assert_eq!(
+            routes,
+            vec![(Ipv4Addr::new(10, 0, 0, 0), 8, Ipv4Addr::new(10, 154, 0, 1))]
+        );
+        // Without the overload option those bytes are not options.
+        let mut plain = wire.clone();
+        plain.drain(243..246);
+        assert_eq!(
+            Message::decode(&plain).unwrap().option(opt::SUBNET_MASK),
+            None
+        );
+        // An option in `file` running past its end: not well formed.
+        wire[108..108 + file.len()].fill(0);
+        wire[233..236].copy_from_slice(&[3, 9, 1]);
+        assert!(Message::decode(&wire).is_none());
     }
 
     #[test]
