@@ -282,6 +282,8 @@ fn del_releases_the_address_when_the_netns_is_gone_or_empty() {
     plugin.add("c5", &cont, &c);
     inv(None).ok();
     assert!(data.reservations().is_empty());
+    // The device was not touched: its record stays for this DEL.
+    assert!(state_file("c5", "eth0").is_file());
     plugin.del("c5", &cont, &c);
     assert!(link(&h, DEV).is_object());
 }
@@ -311,11 +313,25 @@ fn ours_and_go_undo_each_other() {
             ns.addrs("eth0").len(),
         )
     };
-    // Go ADD, our DEL (the alias is the shared record of the host name).
+    // Go ADD, our DEL: the address is released, but we hold no record of
+    // what the container cannot change about the device, and a veth is a
+    // link the container could have planted under its name and alias: it
+    // stays (a physical device would go back under its alias). Go's DEL
+    // then takes it back.
     let go = HostPlugin::new(go, &h);
     let rg = go.add("c6", &cont, &c);
     let go_state = state(&cont);
-    plugin.del("c6", &cont, &with_prev(&c, &rg));
+    let out = plugin.run("DEL", "c6", &cont, &with_prev(&c, &rg));
+    out.ok();
+    assert!(
+        out.stderr
+            .contains("no record of the device ADD moved there"),
+        "{out:?}"
+    );
+    assert!(data.reservations().is_empty());
+    assert_eq!(link(&h, DEV), Value::Null);
+    assert_eq!(link(&cont, "eth0")["ifalias"], DEV);
+    go.del("c6", &cont, &c);
     assert!(link(&h, DEV).is_object() && container_links(&cont).is_empty());
     // Our ADD: the same container state; Go's DEL undoes it.
     let ro = plugin.add("c6", &cont, &c);
@@ -340,6 +356,12 @@ fn state_file(cid: &str, ifname: &str) -> PathBuf {
 /// route, its veth peer in a namespace of its own (`peer`) on
 /// 10.136.1.0/24 and fd36:1::/64: traffic to the device crosses the wire.
 fn configured_host() -> (Netns, Netns) {
+    configured_host_on("10.136", "fd36")
+}
+
+/// [`configured_host`] on `<v4>.1.0/24` and `<v6>:1::/64`, the route to
+/// `<v4>.51.0/24`.
+fn configured_host_on(v4: &str, v6: &str) -> (Netns, Netns) {
     let h = Netns::new("hdh");
     let peer = Netns::new("hdq");
     h.exec_ok("ip", &["link", "set", "lo", "up"]);
@@ -359,16 +381,19 @@ fn configured_host() -> (Netns, Netns) {
         ],
     );
     h.exec_ok("ip", &["link", "set", DEV, "mtu", "1400", "up"]);
-    h.exec_ok("ip", &["addr", "add", "10.136.1.1/24", "dev", DEV]);
-    h.exec_ok("ip", &["addr", "add", "fd36:1::1/64", "dev", DEV, "nodad"]);
+    h.exec_ok("ip", &["addr", "add", &format!("{v4}.1.1/24"), "dev", DEV]);
+    h.exec_ok(
+        "ip",
+        &["addr", "add", &format!("{v6}:1::1/64"), "dev", DEV, "nodad"],
+    );
     h.exec_ok(
         "ip",
         &[
             "route",
             "add",
-            "10.136.51.0/24",
+            &format!("{v4}.51.0/24"),
             "via",
-            "10.136.1.2",
+            &format!("{v4}.1.2"),
             "dev",
             DEV,
             "metric",
@@ -376,8 +401,18 @@ fn configured_host() -> (Netns, Netns) {
         ],
     );
     peer.exec_ok("ip", &["link", "set", PEER, "mtu", "1400", "up"]);
-    peer.exec_ok("ip", &["addr", "add", "10.136.1.2/24", "dev", PEER]);
-    peer.exec_ok("ip", &["addr", "add", "fd36:1::2/64", "dev", PEER, "nodad"]);
+    peer.exec_ok("ip", &["addr", "add", &format!("{v4}.1.2/24"), "dev", PEER]);
+    peer.exec_ok(
+        "ip",
+        &[
+            "addr",
+            "add",
+            &format!("{v6}:1::2/64"),
+            "dev",
+            PEER,
+            "nodad",
+        ],
+    );
     (h, peer)
 }
 
@@ -390,9 +425,14 @@ fn hd136(data: &DataDir, n: u8) -> Value {
 
 /// What the host has of the device: name, MTU, up, addresses, the route.
 fn host_side(h: &Netns) -> (Value, Value, bool, Vec<String>, String) {
+    host_side_on(h, "10.136")
+}
+
+/// [`host_side`] of a [`configured_host_on`] `v4`.
+fn host_side_on(h: &Netns, v4: &str) -> (Value, Value, bool, Vec<String>, String) {
     let l = link(h, DEV);
     let route = h
-        .exec_ok("ip", &["route", "show", "10.136.51.0/24"])
+        .exec_ok("ip", &["route", "show", &format!("{v4}.51.0/24")])
         .trim()
         .to_string();
     (
@@ -567,4 +607,146 @@ fn del_finishes_what_a_killed_del_left() {
     assert!(container_links(&cont).is_empty());
     assert!(!state_file(&cid, "eth0").exists());
     assert!(ping(&peer, "10.136.1.1"));
+}
+
+/// A config on `hdv0` with host-local on 10.151.1.0/24 from .100.
+fn hd151(data: &DataDir) -> Value {
+    let mut c = hd(data, 0, json!({}));
+    c["ipam"]["ranges"] = json!([[{"subnet": "10.151.1.0/24", "rangeStart": "10.151.1.100"}]]);
+    c
+}
+
+/// What the workload does to its host device: plants a veth named `eth0`
+/// with the device's MAC and its host name as alias, up; at index `index`
+/// when given, its peer `hdimp1` at index `peer_index` in `peer_ns` (the
+/// container when `None`).
+fn plant_impostor(
+    cont: &Netns,
+    mac: &str,
+    index: Option<&str>,
+    peer_index: &str,
+    peer_ns: Option<&Netns>,
+) {
+    let mut add = vec!["link", "add", "eth0"];
+    if let Some(i) = index {
+        add.extend(["index", i]);
+    }
+    add.extend(["address", mac, "type", "veth", "peer", "name", "hdimp1"]);
+    add.extend(["index", peer_index]);
+    if let Some(ns) = peer_ns {
+        add.extend(["netns", ns.name()]);
+    }
+    cont.exec_ok("ip", &add);
+    cont.exec_ok("ip", &["link", "set", "eth0", "alias", DEV, "up"]);
+    peer_ns
+        .unwrap_or(cont)
+        .exec_ok("ip", &["link", "set", "hdimp1", "up"]);
+}
+
+/// The planted veth is still in the container as it was planted.
+fn assert_impostor_untouched(cont: &Netns, mac: &str) {
+    let imp = link(cont, "eth0");
+    assert_eq!(imp["linkinfo"]["info_kind"], "veth", "{imp}");
+    assert_eq!(imp["address"], mac, "{imp}");
+    assert_eq!(imp["ifalias"], DEV, "{imp}");
+    assert!(flags(&imp).contains(&"UP".to_string()), "{imp}");
+}
+
+#[test]
+fn del_leaves_a_planted_impostor_and_returns_the_renamed_device() {
+    if skip_unless_root("host_device::del_leaves_a_planted_impostor_and_returns_the_renamed_device")
+    {
+        return;
+    }
+    let (h, peer) = configured_host_on("10.151", "fd51");
+    let plugin = HostPlugin::new(ours(), &h);
+    let data = DataDir::new("hd11");
+    let cont = Netns::new("hdc");
+    let cid = unique("hd11");
+    let before = host_side_on(&h, "10.151");
+    let c = hd151(&data);
+    plugin.add(&cid, &cont, &c);
+    let mac = link(&cont, "eth0")["address"].as_str().unwrap().to_string();
+    // The workload renames the device away and plants a veth with its
+    // name, MAC and alias.
+    cont.exec_ok("ip", &["link", "set", "eth0", "down"]);
+    cont.exec_ok("ip", &["link", "set", "eth0", "name", "hdreal0"]);
+    plant_impostor(&cont, &mac, None, "4000", None);
+    let out = plugin.run("DEL", &cid, &cont, &c);
+    out.ok();
+    // The veth is left in the container as it was, and said to be no
+    // device of ours; the real device, found under its new name, is back
+    // on the host with its configuration, the only link there besides lo.
+    assert_impostor_untouched(&cont, &mac);
+    assert!(
+        out.stderr
+            .contains("\"eth0\" in the container is not the device ADD moved there"),
+        "{out:?}"
+    );
+    assert!(link(&cont, "hdreal0").is_null());
+    assert_eq!(host_side_on(&h, "10.151"), before);
+    let mut links = h.link_names();
+    links.sort();
+    assert_eq!(links, [DEV, "lo"]);
+    assert!(ping(&peer, "10.151.1.1"), "peer -> host device after DEL");
+    assert!(!state_file(&cid, "eth0").exists());
+    assert!(data.reservations().is_empty());
+}
+
+#[test]
+fn del_with_the_device_gone_and_an_impostor_at_its_index_moves_nothing() {
+    if skip_unless_root(
+        "host_device::del_with_the_device_gone_and_an_impostor_at_its_index_moves_nothing",
+    ) {
+        return;
+    }
+    let (h, _peer) = configured_host_on("10.151", "fd51");
+    let plugin = HostPlugin::new(ours(), &h);
+    let data = DataDir::new("hd12");
+    let cont = Netns::new("hdc");
+    let hidden = Netns::new("hdz");
+    let cid = unique("hd12");
+    let c = hd151(&data);
+    plugin.add(&cid, &cont, &c);
+    let l = link(&cont, "eth0");
+    let (mac, index, peer_index) = (
+        l["address"].as_str().unwrap(),
+        l["ifindex"].to_string(),
+        l["link_index"].to_string(),
+    );
+    // The workload moves the device to a namespace of its own and plants
+    // a veth with its name, MAC, alias and index, whose peer has the
+    // index of the device's peer (in another namespace of its own).
+    cont.exec_ok("ip", &["link", "set", "eth0", "netns", hidden.name()]);
+    let other = Netns::new("hdw");
+    plant_impostor(&cont, mac, Some(&index), &peer_index, Some(&other));
+    let imp = link(&cont, "eth0");
+    assert_eq!(
+        (imp["ifindex"].to_string(), imp["link_index"].to_string()),
+        (index, peer_index)
+    );
+    let out = plugin.run("DEL", &cid, &cont, &c);
+    out.ok();
+    // Nothing moved, nothing configured: the host has no link but lo and
+    // none of the device's addresses or routes; DEL says why.
+    assert_impostor_untouched(&cont, mac);
+    assert_eq!(h.link_names(), ["lo"]);
+    assert!(
+        h.exec_ok("ip", &["-o", "addr", "show"])
+            .lines()
+            .all(|a| !a.contains("10.151.") && !a.contains("fd51:")),
+        "{}",
+        h.exec_ok("ip", &["addr", "show"])
+    );
+    assert_eq!(h.exec_ok("ip", &["route", "show"]).trim(), "");
+    for want in [
+        "\"eth0\" in the container is not the device ADD moved there (linked into namespace id Some(",
+        "is not in the container's namespace any more: nothing to move back",
+    ] {
+        assert!(out.stderr.contains(want), "{want}: {out:?}");
+    }
+    assert!(!state_file(&cid, "eth0").exists());
+    assert!(data.reservations().is_empty());
+    // The device is where the workload put it.
+    assert_eq!(container_links(&hidden).len(), 1);
 }

@@ -177,6 +177,11 @@ pub struct LinkExtras {
     pub alias: String,
     /// `IFLA_PERM_ADDRESS`, `aa:bb:..` (empty when the kernel has none).
     pub perm_mac: String,
+    /// `IFLA_PARENT_DEV_NAME`: the bus device under a physical netdev
+    /// (`0000:01:00.0`); empty for virtual links.
+    pub parent_dev: String,
+    /// `IFLA_PARENT_DEV_BUS_NAME`: that device's bus (`pci`, `virtio`).
+    pub parent_bus: String,
     /// The kind data of the kinds in [`ChildKind`].
     pub kind: Option<ChildKind>,
 }
@@ -188,6 +193,8 @@ impl LinkExtras {
             match a {
                 LinkAttribute::IfAlias(s) => x.alias = s,
                 LinkAttribute::PermAddress(b) => x.perm_mac = format_hw(&b),
+                LinkAttribute::ParentDevName(s) => x.parent_dev = s,
+                LinkAttribute::ParentDevBusName(s) => x.parent_bus = s,
                 LinkAttribute::LinkInfo(infos) => x.kind = kind_data(infos),
                 _ => {}
             }
@@ -352,8 +359,8 @@ impl Netlink {
             .ack(&m, 0, &format!("set alias of {} to {alias:?}", link.name))
     }
 
-    /// Alias, permanent MAC and kind data of the link with index `index`;
-    /// `Ok(None)` when there is no such link.
+    /// Alias, permanent MAC, bus device and kind data of the link with
+    /// index `index`; `Ok(None)` when there is no such link.
     pub fn link_extras(&self, index: u32) -> Result<Option<LinkExtras>, NetError> {
         match self
             .route()
@@ -428,5 +435,26 @@ mod tests {
             assert_eq!(l.kind, kind.kind());
             assert_eq!(LinkExtras::from_message(m).kind, Some(kind));
         }
+    }
+
+    #[test]
+    fn extras_of_a_physical_device() {
+        let mut m = LinkMessage::default();
+        m.attributes = vec![
+            LinkAttribute::IfAlias("ens1f0".into()),
+            LinkAttribute::PermAddress(vec![2, 0, 0, 0, 0, 0x1f]),
+            LinkAttribute::ParentDevName("0000:01:10.0".into()),
+            LinkAttribute::ParentDevBusName("pci".into()),
+        ];
+        assert_eq!(
+            LinkExtras::from_message(m),
+            LinkExtras {
+                alias: "ens1f0".into(),
+                perm_mac: "02:00:00:00:00:1f".into(),
+                parent_dev: "0000:01:10.0".into(),
+                parent_bus: "pci".into(),
+                kind: None,
+            }
+        );
     }
 }

@@ -10,9 +10,11 @@
 //! either. It is written once the device is in the container (a killed ADD
 //! before that leaves none: DEL then does what the reference does) and
 //! removed by DEL (also when the netns or the device is gone) and by GC.
-//! It is applied only to the device it describes, from the namespace it
+//! It also holds the device's [`Identity`], by which DEL finds it in the
+//! container, and is applied only to that device, from the namespace it
 //! was saved in.
 
+use crate::identity::Identity;
 use cni_net::{IpFamily, Link, NetNs, Netlink, Route};
 use cni_skel::state::StateFile;
 use cni_skel::{CmdArgs, CniError};
@@ -92,8 +94,13 @@ pub struct HostSide {
     pub netns: String,
     /// Its host name (also its alias in the container).
     pub name: String,
-    /// Its MAC: the device this file is about.
+    /// Its MAC on the host.
     pub mac: String,
+    /// What the container cannot change about it, read in the container
+    /// once it is there. Files of earlier versions have none: DEL then
+    /// neither trusts nor configures the link it finds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<Identity>,
     /// MTU.
     pub mtu: u32,
     /// Administratively up.
@@ -155,6 +162,7 @@ impl HostSide {
             netns: netns_id()?,
             name: dev.name.clone(),
             mac: dev.mac.clone(),
+            identity: None,
             mtu: dev.mtu,
             up: dev.up,
             addresses,
@@ -162,11 +170,9 @@ impl HostSide {
         })
     }
 
-    /// The saved configuration of the device now in the container as
-    /// `link` with alias `alias`, if the file has it: same host name,
-    /// same MAC, saved from this namespace. A file that cannot be read,
-    /// or is about another device, gives `None` (and a warning).
-    pub fn load(file: &StateFile, alias: &str, link: &Link) -> Option<HostSide> {
+    /// The saved state, if the file has it; a file that cannot be read or
+    /// parsed gives `None` (and a warning).
+    pub fn load(file: &StateFile) -> Option<HostSide> {
         let bytes = match file.read() {
             Ok(b) => b?,
             Err(e) => {
@@ -174,27 +180,27 @@ impl HostSide {
                 return None;
             }
         };
-        let saved: HostSide = match serde_json::from_slice(&bytes) {
-            Ok(s) => s,
+        match serde_json::from_slice(&bytes) {
+            Ok(s) => Some(s),
             Err(e) => {
                 log::warn!("{}: cannot be parsed: {e}", file.path().display());
-                return None;
+                None
             }
-        };
-        let here = netns_id().unwrap_or_default();
-        if saved.name != alias || !saved.mac.eq_ignore_ascii_case(&link.mac) || saved.netns != here
-        {
-            log::warn!(
-                "{}: about {} ({}) in netns {}, not {alias} ({}) in {here}: not applied",
-                file.path().display(),
-                saved.name,
-                saved.mac,
-                saved.netns,
-                link.mac
-            );
-            return None;
         }
-        Some(saved)
+    }
+
+    /// True when it was saved from the calling thread's namespace, the
+    /// only one where it may be applied (else a warning).
+    pub fn saved_here(&self, file: &StateFile) -> bool {
+        let here = netns_id().unwrap_or_default();
+        if self.netns != here {
+            log::warn!(
+                "{}: saved in netns {}, not {here}: not applied",
+                file.path().display(),
+                self.netns
+            );
+        }
+        self.netns == here
     }
 
     /// Saves it in `file`.
@@ -255,6 +261,13 @@ mod tests {
             netns: "4:4026531840".into(),
             name: "ens1".into(),
             mac: "02:00:00:00:00:01".into(),
+            identity: Some(Identity {
+                index: 3,
+                kind: "veth".into(),
+                link: Some(2),
+                link_netnsid: Some(0),
+                ..Identity::default()
+            }),
             mtu: 9000,
             up: true,
             addresses: vec![
@@ -283,7 +296,17 @@ mod tests {
             text.contains(r#""dst":"10.9.0.0/16","gateway":"10.1.2.1","metric":100"#),
             "{text}"
         );
+        assert!(
+            text.contains(r#""identity":{"index":3,"kind":"veth","link":2,"link_netnsid":0}"#),
+            "{text}"
+        );
         assert_eq!(serde_json::from_str::<HostSide>(&text).unwrap(), s);
+        // A file of an earlier version: no identity.
+        let mut old = s.clone();
+        old.identity = None;
+        let text = serde_json::to_string(&old).unwrap();
+        assert!(!text.contains("identity"), "{text}");
+        assert_eq!(serde_json::from_str::<HostSide>(&text).unwrap(), old);
         let r = s.routes[0].route(7);
         assert_eq!(r.oif, Some(7));
         assert_eq!(r.table, Some(254));

@@ -2,11 +2,14 @@
 //! the container as `CNI_IFNAME` (its host name kept in `IFLA_IFALIAS`) and
 //! back on DEL, each way in one netns move that never shows the device on
 //! the host under a foreign name. What it had on the host (MTU, up/down,
-//! addresses, routes) is saved at ADD and put back at DEL ([`hostside`]).
+//! addresses, routes) is saved at ADD and put back at DEL ([`hostside`]),
+//! with what the container cannot change about the device ([`identity`]):
+//! DEL moves back that device, whatever it is named, and nothing else.
 //! Addressing, undo, CHECK are `cni_net::link_plugin`'s.
 
 mod config;
 mod hostside;
+mod identity;
 mod sysfs;
 
 use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
@@ -16,6 +19,7 @@ use cni_skel::{
 };
 use config::{Conf, Selector};
 use hostside::HostSide;
+use identity::Identity;
 use std::process::ExitCode;
 use sysfs::Sysfs;
 
@@ -227,6 +231,7 @@ fn add(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
     let dev = find_device(&cx.host_nl, sys, &conf.selector)?;
     let network = args.conf.name.clone().unwrap_or_default();
     let saved = HostSide::record(&cx.host_nl, &dev, &network)?;
+    let before = Identity::of(&cx.host_nl, &dev)?;
     let file = hostside::file(args);
     let opts = L3Opts {
         dns: Some(conf.dns.clone()),
@@ -243,12 +248,33 @@ fn add(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
     };
     let place = || -> Result<Link, CniError> {
         let link = move_in(&cx, &dev, &args.ifname, &saved)?;
-        if let Err(e) = saved.save(&file) {
+        let undo = |e: CniError| {
             if let Err(b) = take_back(&link) {
                 log::warn!("rollback: {}", b.msg);
             }
-            return Err(e);
+            e
+        };
+        // What the container cannot change, read in the container: the
+        // record DEL finds the device by.
+        let after = Identity::of(&cx.ns_nl, &link).map_err(|e| undo(e.into()))?;
+        let mut differences = before.moved_differences(&after);
+        if link.mac != dev.mac {
+            differences.push(format!("MAC {}, not {}", link.mac, dev.mac));
         }
+        if !differences.is_empty() {
+            // Someone in the container replaced the device as it arrived:
+            // nothing there is known to be it, so nothing is moved out.
+            return Err(CniError::internal(format!(
+                "{:?} in the container is not the device moved there ({}): left alone",
+                args.ifname,
+                differences.join(", ")
+            )));
+        }
+        let saved = HostSide {
+            identity: Some(after),
+            ..saved.clone()
+        };
+        saved.save(&file).map_err(undo)?;
         Ok(link)
     };
     let result = link_plugin::add_with(args, &cx, addressing, &opts, place, take_back)?;
@@ -257,8 +283,8 @@ fn add(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
 
 /// DEL: IPAM DEL always (also when the netns is gone, so the address is
 /// not leaked), then the device back to the host with what ADD saved of
-/// its host-side configuration. A netns or device already gone is
-/// success (and the saved state goes: nothing can use it).
+/// its host-side configuration. A netns or device already gone is success
+/// (and the saved state goes: nothing can use it).
 fn del(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
     let conf = config::load(args, sys)?;
     let ipam = conf.ipam.then(|| delegate::ipam_start(Command::Del, args));
@@ -279,8 +305,10 @@ fn del(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
 
 fn del_device(args: &CmdArgs) -> Result<(), CniError> {
     let file = hostside::file(args);
+    // No namespace named: the device is not touched, and its record stays
+    // for a DEL that names one (GC drops it otherwise).
     let Some(path) = args.netns.as_deref() else {
-        return file.remove();
+        return Ok(());
     };
     let ns = NetNs::open_if_present(path).map_err(|e| {
         CniError::internal(format!("failed to open netns {:?}: {e}", path.display()))
@@ -289,31 +317,68 @@ fn del_device(args: &CmdArgs) -> Result<(), CniError> {
         return file.remove();
     };
     let ns_nl = Netlink::for_ns(&ns)?;
-    let link = match ns_nl.link_by_name(&args.ifname)? {
-        Some(l) => l,
-        // A DEL killed between the rename in the container and the move
-        // left it under its host name: finish that one.
-        None => match renamed_by_a_killed_del(&file, &ns_nl)? {
-            Some(l) => l,
-            None => return file.remove(),
+    match HostSide::load(&file) {
+        Some(saved) => match &saved.identity {
+            Some(id) => del_recorded(&file, &ns, &ns_nl, &saved, id, &args.ifname)?,
+            None => del_unrecorded(&ns, &ns_nl, &args.ifname)?,
         },
-    };
-    let alias = ns_nl
-        .link_extras(link.index)?
-        .map(|x| x.alias)
-        .unwrap_or_default();
-    if alias.is_empty() {
-        return Err(CniError::internal(format!(
-            "failed to find original ifname for {:?} (alias is not set)",
-            args.ifname
-        )));
-    }
-    let saved = HostSide::load(&file, &alias, &link);
-    move_out(&ns, &ns_nl, &link, &alias)?;
-    if let Some(s) = saved {
-        s.restore(&Netlink::host()?);
+        None => del_unrecorded(&ns, &ns_nl, &args.ifname)?,
     }
     file.remove()
+}
+
+/// DEL of the device ADD recorded: found in the container by its
+/// identity, whatever it is named now, moved back under its saved host
+/// name (not the alias, which the container can set) and given back its
+/// host-side configuration. A link that claims its names but is not it is
+/// left alone (and logged). Not in the namespace any more: nothing to
+/// move (the kernel gives a physical device back to the host when the
+/// namespace dies; a virtual one dies with it).
+fn del_recorded(
+    file: &cni_skel::state::StateFile,
+    ns: &NetNs,
+    ns_nl: &Netlink,
+    saved: &HostSide,
+    id: &Identity,
+    ifname: &str,
+) -> Result<(), CniError> {
+    let Some(link) = identity::find(ns_nl, id, &[ifname, &saved.name])? else {
+        log::warn!(
+            "the device of {ifname:?} (host: {:?}) is not in the container's namespace any more: nothing to move back",
+            saved.name
+        );
+        return Ok(());
+    };
+    move_out(ns, ns_nl, &link, &saved.name)?;
+    if saved.saved_here(file) {
+        saved.restore(&Netlink::host()?);
+    }
+    Ok(())
+}
+
+/// DEL without a record of the device's identity (attached by the
+/// reference or an earlier version, or by an ADD killed before it saved
+/// it): `CNI_IFNAME` goes back under its alias, as the reference does,
+/// only if it is a link no container can make (no kind, a bus device
+/// under it); nothing is configured on it. Any other link is left alone.
+fn del_unrecorded(ns: &NetNs, ns_nl: &Netlink, ifname: &str) -> Result<(), CniError> {
+    let Some(link) = ns_nl.link_by_name(ifname)? else {
+        return Ok(());
+    };
+    let extras = ns_nl.link_extras(link.index)?.unwrap_or_default();
+    if !Identity::from_parts(&link, &extras).is_physical() {
+        log::warn!(
+            "{ifname:?} in the container: no record of the device ADD moved there, and a {:?} link is one a container can make: left alone",
+            link.kind
+        );
+        return Ok(());
+    }
+    if extras.alias.is_empty() {
+        return Err(CniError::internal(format!(
+            "failed to find original ifname for {ifname:?} (alias is not set)"
+        )));
+    }
+    move_out(ns, ns_nl, &link, &extras.alias)
 }
 
 fn check(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
@@ -333,27 +398,6 @@ fn check(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
     };
     link_plugin::check(args, &cx, conf.ipam, &expect)?;
     Ok(Output::Nothing)
-}
-
-/// The device of the saved state, in the container under its host name
-/// with that name as alias: where a DEL killed after [`move_out`]'s rename
-/// leaves it.
-fn renamed_by_a_killed_del(
-    file: &cni_skel::state::StateFile,
-    ns_nl: &Netlink,
-) -> Result<Option<Link>, CniError> {
-    let Some(name) = file
-        .read()?
-        .and_then(|b| serde_json::from_slice::<HostSide>(&b).ok())
-        .map(|s| s.name)
-    else {
-        return Ok(None);
-    };
-    let Some(link) = ns_nl.link_by_name(&name)? else {
-        return Ok(None);
-    };
-    let alias = ns_nl.link_extras(link.index)?.map(|x| x.alias);
-    Ok((alias.as_deref() == Some(name.as_str())).then_some(link))
 }
 
 /// GC of the saved host-side state: this network's files whose
