@@ -7,11 +7,14 @@
 
 #![cfg(test)]
 
+use rcni_tests::dhcp_util::{DaemonProc, Lan, QUICK_TIMING, wait_for};
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::iface_util::{
     HostPlugin, conf, container_links, eventually, link, ping, with_prev,
 };
-use rcni_tests::{Invocation, Netns, bin, error_msg, go_bin, skip_unless_root, unique};
+use rcni_tests::{
+    Invocation, Netns, bin, error_msg, go_bin, skip_unless, skip_unless_root, unique,
+};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -236,6 +239,15 @@ fn del_with_the_host_name_taken_keeps_the_device_then_retries() {
     );
     let e = plugin.run("DEL", "c4", &cont, &c).err();
     assert!(error_msg(&e).contains("file exists"), "{e}");
+    // With the IPAM failing too, DEL reports both.
+    let mut bad = c.clone();
+    bad["ipam"]["type"] = json!("hdnope");
+    let e = plugin.run("DEL", "c4", &cont, &bad).err();
+    let msg = error_msg(&e);
+    assert!(
+        msg.contains(r#"failed to find plugin "hdnope""#) && msg.contains("file exists"),
+        "{e}"
+    );
     let l = link(&cont, "eth0");
     assert_eq!(l["ifalias"], DEV);
     assert!(flags(&l).contains(&"UP".to_string()));
@@ -749,4 +761,56 @@ fn del_with_the_device_gone_and_an_impostor_at_its_index_moves_nothing() {
     assert!(data.reservations().is_empty());
     // The device is where the workload put it.
     assert_eq!(container_links(&hidden).len(), 1);
+}
+
+#[test]
+fn del_releases_the_dhcp_lease_before_the_device_leaves() {
+    if skip_unless(
+        "host_device::del_releases_the_dhcp_lease_before_the_device_leaves",
+        &["dnsmasq"],
+    ) {
+        return;
+    }
+    // dnsmasq on 10.151.20.0/24; the "host" holds a macvlan `net1` on its
+    // segment: the device. Our dhcp daemon serves the IPAM.
+    let lan = Lan::new("hdd", "10.151.20", &[]);
+    let h = lan.container("hdd");
+    let socket = lan.dir.join("dhcp.sock");
+    let daemon = DaemonProc::start(
+        &bin("dhcp"),
+        &socket,
+        &lan.dir.join("daemon.log"),
+        &QUICK_TIMING,
+    );
+    let c = json!({
+        "cniVersion": "1.0.0",
+        "name": "hdd-net",
+        "type": "host-device",
+        "device": "net1",
+        "ipam": {"type": "dhcp", "daemonSocketPath": socket.display().to_string()},
+    });
+    let plugin = HostPlugin::new(ours(), &h);
+    let cont = Netns::new("hdc");
+    let cid = unique("hdd");
+    let r = plugin.add(&cid, &cont, &c);
+    let addr = r["ips"][0]["address"].as_str().unwrap_or_default();
+    let ip = addr.split('/').next().unwrap_or_default().to_string();
+    assert!(ip.starts_with("10.151.20."), "{r}");
+    wait_for("the lease in dnsmasq's lease file", || {
+        lan.leases().contains(&ip)
+    });
+    // DEL: the daemon releases the lease from the device, still in the
+    // container; then the device goes home.
+    let out = plugin.run("DEL", &cid, &cont, &c);
+    out.ok();
+    wait_for("the lease to leave dnsmasq's lease file", || {
+        !lan.leases().contains(&ip)
+    });
+    assert!(
+        lan.log().contains(&format!("DHCPRELEASE(srv0) {ip}")),
+        "{}\n{}",
+        lan.log(),
+        daemon.log()
+    );
+    assert!(link(&h, "net1").is_object() && container_links(&cont).is_empty());
 }

@@ -283,24 +283,31 @@ fn add(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
 
 /// DEL: IPAM DEL always (also when the netns is gone, so the address is
 /// not leaked), then the device back to the host with what ADD saved of
-/// its host-side configuration. A netns or device already gone is success
-/// (and the saved state goes: nothing can use it).
+/// its host-side configuration. The device stays in the container until
+/// an IPAM that may work through it (dhcp sends its DHCPRELEASE from it)
+/// has finished its DEL: [`delegate::del_ipam_and_link`] picks the
+/// order. Both always run; each one's failure is reported. A netns or
+/// device already gone is success (and the saved state goes: nothing can
+/// use it).
 fn del(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
     let conf = config::load(args, sys)?;
-    let ipam = conf.ipam.then(|| delegate::ipam_start(Command::Del, args));
     // A VF that vanished cannot say whether it was DPDK: then there is
     // nothing of it in the container either.
-    let device = if dpdk(&conf, sys).unwrap_or(false) {
-        Ok(())
-    } else {
-        del_device(args)
-    };
-    let ipam = match ipam {
-        Some(r) => r.and_then(|r| r.wait().map(|_| ())),
-        None => Ok(()),
-    };
-    ipam.and(device)?;
-    Ok(Output::Nothing)
+    let (ipam, device) = delegate::del_ipam_and_link(args, conf.ipam, || {
+        if dpdk(&conf, sys).unwrap_or(false) {
+            Ok(())
+        } else {
+            del_device(args)
+        }
+    });
+    match (ipam, device) {
+        (Ok(()), Ok(())) => Ok(Output::Nothing),
+        (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+        (Err(mut a), Err(b)) => {
+            a.msg = format!("{}; {}", a.msg, b.msg);
+            Err(a)
+        }
+    }
 }
 
 fn del_device(args: &CmdArgs) -> Result<(), CniError> {
