@@ -238,7 +238,9 @@ pub struct L3Opts {
 }
 
 /// ADD of a link plugin: IPAM (started first, it runs while the link is
-/// made), the link, then its configuration. Any failure undoes all of it.
+/// made, when it needs no link: [`delegate::IpamLink`]), the link (then
+/// IPAM, for one that may use it), then its configuration. Any failure
+/// undoes all of it.
 pub fn add(
     args: &CmdArgs,
     cx: &Ctx,
@@ -269,8 +271,10 @@ pub fn add_with(
     remove: impl Fn(&Link) -> Result<(), CniError>,
 ) -> Result<CniResult, CniError> {
     let ipam_used = matches!(addressing, Addressing::Ipam);
+    // IPAM that needs no link runs while the link is made; any other (dhcp
+    // sends from the link) once it is there.
     let ipam = match addressing {
-        Addressing::Ipam => Some(delegate::ipam_add_start(args)?),
+        Addressing::Ipam => Some(delegate::ipam_add_early(args)?),
         _ => None,
     };
     let placed = place();
@@ -280,7 +284,7 @@ pub fn add_with(
             _ => (None, link),
         },
         (None, Err(e)) => return Err(e),
-        (Some(running), Ok(link)) => match running.wait() {
+        (Some(ipam), Ok(link)) => match ipam.finish(args) {
             Ok(r) => (Some(r), link),
             Err(e) => {
                 if let Err(undo) = remove(&link) {
@@ -289,10 +293,8 @@ pub fn add_with(
                 return Err(e);
             }
         },
-        (Some(running), Err(e)) => {
-            if running.wait().is_ok() {
-                undo_ipam(args);
-            }
+        (Some(ipam), Err(e)) => {
+            ipam.abandon(args);
             return Err(e);
         }
     };
@@ -322,12 +324,6 @@ pub fn add_with(
 fn undo_link(cx: &Ctx, link: &Link) {
     if let Err(e) = cx.ns_nl.del_link(link) {
         log::warn!("rollback: deleting {}: {e}", link.name);
-    }
-}
-
-fn undo_ipam(args: &CmdArgs) {
-    if let Err(e) = delegate::ipam_run(Command::Del, args) {
-        log::warn!("rollback: IPAM DEL: {}", e.msg);
     }
 }
 

@@ -175,34 +175,81 @@ pub fn ipam_start(command: Command, args: &CmdArgs) -> Result<Running, CniError>
     start(ipam_type(args)?, command, args)
 }
 
-/// When a main plugin's DEL runs its IPAM DEL, relative to removing the
-/// container's link.
+/// Whether a main plugin's IPAM may use the container's link, which orders
+/// the IPAM steps around the link's creation and removal. The one place
+/// that decides it, for every plugin that puts a link in the container
+/// (link_plugin's kinds and host-device, bridge, ptp).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DelOrder {
-    /// IPAM DEL first, the link once it has finished: the Go reference's
-    /// order, and the one for every IPAM that may need the link (dhcp
-    /// sends its DHCPRELEASE from it) or that rcni does not know.
-    IpamFirst,
-    /// Both at once: only for IPAM types known never to touch the link.
-    Parallel,
+pub enum IpamLink {
+    /// The IPAM may use the link (dhcp sends and listens on it), or rcni
+    /// does not know it: ADD starts IPAM once the link is in place, DEL
+    /// removes the link once IPAM DEL has finished. The Go reference's
+    /// order, for every IPAM type but the two below.
+    Needed,
+    /// `host-local` and `static` (files and pure computation): IPAM runs
+    /// beside the link's creation and removal.
+    Unused,
 }
 
-impl DelOrder {
-    /// The order for `CmdArgs`' `ipam.type`: side by side only for
-    /// `host-local` and `static` (files and pure computation).
-    pub fn of(args: &CmdArgs) -> DelOrder {
+impl IpamLink {
+    /// For the config's `ipam.type`.
+    pub fn of(args: &CmdArgs) -> IpamLink {
         match ipam_type(args) {
-            Ok("host-local" | "static") => DelOrder::Parallel,
-            _ => DelOrder::IpamFirst,
+            Ok("host-local" | "static") => IpamLink::Unused,
+            _ => IpamLink::Needed,
         }
     }
 }
 
-/// DEL's IPAM and link steps, in [`DelOrder::of`] the config's IPAM type:
-/// IPAM DEL (when `ipam`) and `remove_link`, both always run, each one's
-/// outcome returned (IPAM's first) for the caller to report together. The
-/// one place that decides the order, for every plugin that puts a link in
-/// the container (link_plugin's kinds, bridge, ptp, host-device).
+/// ADD's IPAM step, begun by [`ipam_add_early`].
+#[derive(Debug)]
+pub enum IpamAdd {
+    /// Running while the caller makes the link ([`IpamLink::Unused`]).
+    Started(RunningAdd),
+    /// To run in [`IpamAdd::finish`], once the link is in place and up.
+    Deferred,
+}
+
+/// Starts IPAM ADD at once when it needs no link, so that it runs while the
+/// caller makes the link; otherwise defers it until [`IpamAdd::finish`].
+pub fn ipam_add_early(args: &CmdArgs) -> Result<IpamAdd, CniError> {
+    Ok(match IpamLink::of(args) {
+        IpamLink::Unused => IpamAdd::Started(ipam_add_start(args)?),
+        IpamLink::Needed => IpamAdd::Deferred,
+    })
+}
+
+impl IpamAdd {
+    /// True when IPAM runs only in [`IpamAdd::finish`]: the link it may
+    /// use must be up (both ends of a veth) by then.
+    pub fn deferred(&self) -> bool {
+        matches!(self, IpamAdd::Deferred)
+    }
+
+    /// The IPAM result: the started ADD's, or one run now.
+    pub fn finish(self, args: &CmdArgs) -> Result<CniResult, CniError> {
+        match self {
+            IpamAdd::Started(running) => running.wait(),
+            IpamAdd::Deferred => ipam_add(args),
+        }
+    }
+
+    /// The link could not be made: a started ADD is waited for and, if it
+    /// reserved something, undone by IPAM DEL; a deferred one never ran.
+    pub fn abandon(self, args: &CmdArgs) {
+        if let IpamAdd::Started(running) = self
+            && running.wait().is_ok()
+            && let Err(e) = ipam_run(Command::Del, args)
+        {
+            log::warn!("rollback: IPAM DEL: {}", e.msg);
+        }
+    }
+}
+
+/// DEL's IPAM and link steps in the [`IpamLink`] order of the config's
+/// IPAM type: IPAM DEL (when `ipam`) and `remove_link` both always run,
+/// and each one's outcome comes back (IPAM's first) for the caller to
+/// report together.
 pub fn del_ipam_and_link<T>(
     args: &CmdArgs,
     ipam: bool,
@@ -211,12 +258,12 @@ pub fn del_ipam_and_link<T>(
     if !ipam {
         return (Ok(()), remove_link());
     }
-    match DelOrder::of(args) {
-        DelOrder::IpamFirst => {
+    match IpamLink::of(args) {
+        IpamLink::Needed => {
             let ipam = ipam_run(Command::Del, args);
             (ipam, remove_link())
         }
-        DelOrder::Parallel => {
+        IpamLink::Unused => {
             // A child process, running while the kernel deletes the link
             // (a veth's teardown waits out an RCU grace period).
             let running = ipam_start(Command::Del, args);
@@ -262,21 +309,19 @@ mod tests {
     }
 
     #[test]
-    fn only_ipam_types_that_need_no_link_run_beside_its_removal() {
+    fn only_ipam_types_known_to_need_no_link_run_beside_it() {
         let a = || args(&["/nonexistent"]);
-        assert_eq!(
-            DelOrder::of(&with_ipam(a(), "host-local")),
-            DelOrder::Parallel
-        );
-        assert_eq!(DelOrder::of(&with_ipam(a(), "static")), DelOrder::Parallel);
-        for kind in ["dhcp", "whereabouts", "Host-local", "host-local2", ""] {
-            assert_eq!(
-                DelOrder::of(&with_ipam(a(), kind)),
-                DelOrder::IpamFirst,
-                "{kind}"
-            );
+        for kind in ["host-local", "static"] {
+            assert_eq!(IpamLink::of(&with_ipam(a(), kind)), IpamLink::Unused);
+            assert!(!ipam_add_early(&with_ipam(a(), kind)).is_ok_and(|i| i.deferred()));
         }
-        assert_eq!(DelOrder::of(&a()), DelOrder::IpamFirst);
+        for kind in ["dhcp", "whereabouts", "Host-local", "host-local2", ""] {
+            let a = with_ipam(a(), kind);
+            assert_eq!(IpamLink::of(&a), IpamLink::Needed, "{kind}");
+            // Deferred: nothing started (the plugin does not even exist).
+            assert!(ipam_add_early(&a).unwrap().deferred());
+        }
+        assert_eq!(IpamLink::of(&a()), IpamLink::Needed);
     }
 
     /// A fake IPAM plugin `name` in a fresh directory: a shell script that

@@ -112,6 +112,17 @@ impl World {
         // DEL again: nothing left to release, success.
         self.run("DEL", cont, conf).ok();
     }
+
+    /// A bridge `dlbr0` in the segment with `seg0` (dnsmasq's side) and
+    /// `ports` on it, all up.
+    fn segment_bridge(&self, ports: &[&str]) {
+        let h = self.host();
+        h.exec_ok("ip", &["link", "add", "dlbr0", "type", "bridge"]);
+        for p in std::iter::once(&"seg0").chain(ports) {
+            h.exec_ok("ip", &["link", "set", p, "master", "dlbr0", "up"]);
+        }
+        h.exec_ok("ip", &["link", "set", "dlbr0", "up"]);
+    }
 }
 
 fn skip(test: &str) -> bool {
@@ -128,4 +139,20 @@ fn macvlan_del_releases_the_lease() {
     let conf = w.conf("macvlan", json!({"master": "seg0", "mode": "bridge"}));
     let ip = w.add(&cont, &conf);
     w.del_releases(&cont, &conf, &ip);
+}
+
+#[test]
+fn bridge_del_releases_the_lease() {
+    if skip("dhcp_del::bridge_del_releases_the_lease") {
+        return;
+    }
+    let w = World::new(2);
+    // The plugin's bridge is dnsmasq's segment: seg0 is a port of it.
+    w.segment_bridge(&[]);
+    let cont = Netns::new("dlc");
+    let conf = w.conf("bridge", json!({"bridge": "dlbr0"}));
+    let ip = w.add(&cont, &conf);
+    w.del_releases(&cont, &conf, &ip);
+    // The veth went with it; the bridge and seg0 stay.
+    assert!(w.host().veths().is_empty(), "{:?}", w.host().link_names());
 }

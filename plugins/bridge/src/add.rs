@@ -270,6 +270,16 @@ fn ensure_vlan_interface(host: &Netlink, br: &Link, conf: &Conf) -> Result<Link,
     Ok(host.link_by_name(&name)?.unwrap_or(pair.container))
 }
 
+/// Sets the container end, then the host end of the port up (in this
+/// order: see `setup_veth_host_up`).
+fn port_up(host: &Netlink, ns_nl: &Netlink, pair: &VethPair, ifname: &str) -> Result<(), CniError> {
+    ns_nl
+        .set_up(&pair.container)
+        .map_err(|e| CniError::internal(format!("failed to set {ifname:?} up: {e}")))?;
+    host.set_up(&pair.host)
+        .map_err(|e| CniError::internal(format!("failed to set {:?} up: {e}", pair.host.name)))
+}
+
 /// Waits until the host port is operationally up; returns its MAC then.
 ///
 /// The state is read from sysfs when it shows this very device (no RTNL
@@ -320,13 +330,14 @@ pub fn add(args: &CmdArgs) -> CmdResult {
     let start = Instant::now();
     let conf = config::load(args)?;
     // IPAM (a child process) runs from here on, while the bridge and the
-    // veth pair are set up. Started from this thread, not a helper thread:
-    // with a second thread every munmap and mprotect of the process needs
-    // a TLB shootdown on the other CPU, and the thread's own start and end
-    // cost more than the spawn it would take off this one (measured: ADD
-    // 3.2 -> 2.5 ms).
+    // veth pair are set up, when it needs no link (host-local, static; an
+    // IPAM that may use the link, dhcp, runs once the port is up: `attach`).
+    // Started from this thread, not a helper thread: with a second thread
+    // every munmap and mprotect of the process needs a TLB shootdown on
+    // the other CPU, and the thread's own start and end cost more than the
+    // spawn it would take off this one (measured: ADD 3.2 -> 2.5 ms).
     let ipam = if conf.layer3 {
-        Some(delegate::ipam_add_start(args)?)
+        Some(delegate::ipam_add_early(args)?)
     } else {
         None
     };
@@ -335,10 +346,8 @@ pub fn add(args: &CmdArgs) -> CmdResult {
     let (host, br, ns, ns_nl) = match prepared {
         Ok(p) => p,
         Err(e) => {
-            if let Some(job) = ipam
-                && job.wait().is_ok()
-            {
-                let _ = delegate::ipam_run(Command::Del, args);
+            if let Some(job) = ipam {
+                job.abandon(args);
             }
             return Err(e);
         }
@@ -451,7 +460,7 @@ fn attach<'a>(
     br: &Link,
     ns: &NetNs,
     ns_nl: &Netlink,
-    ipam: Option<delegate::RunningAdd>,
+    ipam: Option<delegate::IpamAdd>,
     rb: &mut Rollback<'a>,
     start: Instant,
 ) -> Result<CniResult, CniError> {
@@ -459,14 +468,25 @@ fn attach<'a>(
     let port = create_port(args, conf, host, br, ns, ns_nl, rb);
     lap(start, "veth");
     // While IPAM may still be running: the container sysctls.
-    let sysctls = match &port {
+    let mut sysctls = match &port {
         Ok(_) if conf.layer3 => container_sysctls(ns, &args.ifname, conf.enable_dad),
         _ => Ok(()),
     };
     let mut result = CniResult::default();
     lap(start, "container sysctls");
+    // An IPAM that may use the link (dhcp talks to its server through it)
+    // runs only now, with the port up at both ends, as in the reference.
+    let port = match port {
+        Ok(pair) if ipam.as_ref().is_some_and(delegate::IpamAdd::deferred) => {
+            std::mem::replace(&mut sysctls, Ok(()))?;
+            port_up(host, ns_nl, &pair, &args.ifname)?;
+            Ok(pair)
+        }
+        Err(e) if ipam.as_ref().is_some_and(delegate::IpamAdd::deferred) => return Err(e),
+        other => other,
+    };
     if let Some(job) = ipam {
-        let ipam = job.wait()?;
+        let ipam = job.finish(args)?;
         lap(start, "IPAM");
         rb.push("IPAM DEL", move || delegate::ipam_run(Command::Del, args));
         if ipam.ips.is_empty() {

@@ -7,7 +7,7 @@ use crate::config;
 use cni_fw::masq::{self, Attachment};
 use cni_net::{NetNs, Netlink};
 use cni_skel::delegate;
-use cni_skel::{CmdArgs, CmdResult, CniError, Command, Output};
+use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// DEL.
 pub fn del(args: &CmdArgs) -> CmdResult {
@@ -19,21 +19,20 @@ pub fn del(args: &CmdArgs) -> CmdResult {
         None => None,
         Some(path) => NetNs::open_if_present(path)?,
     };
-    // IPAM DEL (a child process) runs while the kernel deletes the link.
-    let ipam = conf
-        .layer3
-        .then(|| delegate::ipam_start(Command::Del, args));
-    let link = ns.as_ref().map_or(Ok(()), |ns| {
-        Netlink::for_ns(ns)
-            .and_then(|nl| nl.del_link_by_name(&args.ifname))
-            .map(|_| ())
+    // IPAM DEL before the link goes (dhcp releases its lease from it), or
+    // while the kernel deletes it for an IPAM that needs no link.
+    let (ipam, link) = delegate::del_ipam_and_link(args, conf.layer3, || {
+        ns.as_ref().map_or(Ok(()), |ns| {
+            Netlink::for_ns(ns)
+                .and_then(|nl| nl.del_link_by_name(&args.ifname))
+                .map(|_| ())
+        })
     });
-    let ipam = ipam.map(|started| started.and_then(|running| running.wait().map(|_| ())));
     let mut errors: Vec<CniError> = Vec::new();
     if let Err(e) = link {
         errors.push(e.into());
     }
-    if let Some(Err(e)) = ipam {
+    if let Err(e) = ipam {
         errors.push(e);
     }
     if conf.mac_spoof_chk {

@@ -17,20 +17,20 @@ fn report(mut errors: Vec<CniError>) -> CmdResult {
     Err(first)
 }
 
-/// DEL: IPAM (a child process, running while the kernel deletes the
-/// link: a veth's teardown waits out an RCU grace period), the container
-/// link, then the masquerade rules (which need no addresses, so they go
-/// even when the netns is gone). IPAM's error comes first, as in the
-/// reference.
+/// DEL: IPAM, then the container link (in the order
+/// [`delegate::del_ipam_and_link`] picks: IPAM DEL first, as in the
+/// reference, since dhcp releases its lease from the link; beside the
+/// link's deletion for host-local and static), then the masquerade rules
+/// (which need no addresses, so they go even when the netns is gone).
+/// IPAM's error comes first, as in the reference.
 pub fn del(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args)?;
-    let ipam = delegate::ipam_start(Command::Del, args);
-    let link = match args.netns.as_deref() {
+    let (ipam, link) = delegate::del_ipam_and_link(args, true, || match args.netns.as_deref() {
         Some(path) => del_container_link(path, &args.ifname),
         None => Ok(()),
-    };
+    });
     let mut errors = Vec::new();
-    if let Err(e) = ipam.and_then(|running| running.wait()) {
+    if let Err(e) = ipam {
         errors.push(e);
     }
     if let Err(e) = link {
