@@ -2,8 +2,8 @@
 //! netlink client, and sysctls.
 //!
 //! This is the only crate that touches the kernel network API, and the only
-//! one with `unsafe` (two small modules: [`process::die_with_parent`] and
-//! the tun ioctls of [`tuntap`]). Plugins see
+//! one with `unsafe` (a few small functions: [`process`]'s, the tun ioctls
+//! of [`tuntap`] and [`NetNs::cookie`]'s `getsockopt`). Plugins see
 //! plain blocking calls and small owned types ([`Link`], [`Addr`], [`Route`]).
 //! The messages are the rust-netlink crates' types (`netlink-packet-route`)
 //! sent over a blocking socket (`nl`), without rtnetlink and tokio: one-shot

@@ -10,8 +10,8 @@
 //! in the container's namespace (the Go plugins' `ns.Do` gives up the OS
 //! thread for the same reason).
 //!
-//! This module needs no `unsafe`: nix wraps `statfs(2)`, `setns(2)` and
-//! `unshare(2)`.
+//! nix wraps `statfs(2)`, `setns(2)` and `unshare(2)`; the one `unsafe`
+//! call here is the `getsockopt(2)` of [`NetNs::cookie`], which nix lacks.
 
 use crate::error::{NetError, libc_errno};
 use nix::sched::{CloneFlags, setns, unshare};
@@ -142,6 +142,32 @@ impl NetNs {
         self.file.metadata().ok().map(|m| (m.dev(), m.ino()))
     }
 
+    /// The kernel's cookie of this namespace (`SO_NETNS_COOKIE`, Linux
+    /// 5.14+), read from a socket made inside it: a number given to each
+    /// network namespace at creation and never given to another until the
+    /// machine reboots. [`NetNs::id`] alone cannot tell a namespace from a
+    /// later one at the same path: the kernel hands a dead namespace's inode
+    /// number to the next one it creates (`ip netns del x; ip netns add x`
+    /// gets the same inode within a second). `None` on a kernel without it.
+    pub fn cookie(&self) -> Result<Option<u64>, NetError> {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
+        let sock = self
+            .run(|| {
+                socket(
+                    AddressFamily::Unix,
+                    SockType::Datagram,
+                    SockFlag::SOCK_CLOEXEC,
+                    None,
+                )
+            })?
+            .map_err(|e| NetError::errno("socket(AF_UNIX) in the netns", e as i32))?;
+        match netns_cookie(&sock) {
+            Ok(c) => Ok(Some(c)),
+            Err(nix::libc::ENOPROTOOPT) => Ok(None),
+            Err(e) => Err(NetError::errno("getsockopt(SO_NETNS_COOKIE)", e)),
+        }
+    }
+
     /// Runs `f` inside this namespace, on the calling thread, and returns
     /// its value; the thread is back in its own namespace afterwards.
     ///
@@ -167,6 +193,37 @@ impl NetNs {
         drop(back);
         Ok(value)
     }
+}
+
+/// `SO_NETNS_COOKIE` (asm-generic; sparc numbers it differently).
+#[cfg(not(any(target_arch = "sparc", target_arch = "sparc64")))]
+const SO_NETNS_COOKIE: nix::libc::c_int = 71;
+#[cfg(any(target_arch = "sparc", target_arch = "sparc64"))]
+const SO_NETNS_COOKIE: nix::libc::c_int = 0x50;
+
+/// `getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE)`, or the errno.
+#[allow(unsafe_code)]
+fn netns_cookie(sock: &std::os::fd::OwnedFd) -> Result<u64, i32> {
+    let mut cookie: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as nix::libc::socklen_t;
+    // SAFETY: `cookie` and `len` are live locals the kernel writes at most
+    // `len` (8) bytes and one socklen_t into; the fd is open for the call.
+    let r = unsafe {
+        nix::libc::getsockopt(
+            sock.as_raw_fd(),
+            nix::libc::SOL_SOCKET,
+            SO_NETNS_COOKIE,
+            (&raw mut cookie).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(nix::errno::Errno::last_raw());
+    }
+    if len as usize != std::mem::size_of::<u64>() {
+        return Err(nix::libc::EINVAL);
+    }
+    Ok(cookie)
 }
 
 /// Switches the calling thread back into the namespace it holds when
@@ -200,6 +257,25 @@ impl AsRawFd for NetNs {
 mod tests {
     use super::*;
     use crate::testutil::skip_unless_root;
+
+    #[test]
+    fn cookie_tells_a_namespace_from_a_later_one() {
+        if skip_unless_root("cookie_tells_a_namespace_from_a_later_one") {
+            return;
+        }
+        let me = NetNs::current().unwrap();
+        let Some(mine) = me.cookie().unwrap() else {
+            eprintln!("SKIP: this kernel has no SO_NETNS_COOKIE");
+            return;
+        };
+        assert_eq!(NetNs::current().unwrap().cookie().unwrap(), Some(mine));
+        let a = NetNs::new_anonymous().unwrap();
+        let ca = a.cookie().unwrap().unwrap();
+        drop(a);
+        let b = NetNs::new_anonymous().unwrap();
+        let cb = b.cookie().unwrap().unwrap();
+        assert!(ca != mine && cb != mine && ca != cb, "{mine} {ca} {cb}");
+    }
 
     #[test]
     fn open_missing_path() {

@@ -146,6 +146,12 @@ impl Lan {
     /// A container netns with a macvlan `net1` (down) over the segment.
     pub fn container(&self, tag: &str) -> Netns {
         let c = Netns::new(tag);
+        self.plug(&c, tag);
+        c
+    }
+
+    /// Moves a new macvlan over the segment into `c` as `net1` (down).
+    pub fn plug(&self, c: &Netns, tag: &str) {
         let name = unique(tag);
         self.segment.exec_ok(
             "ip",
@@ -156,7 +162,6 @@ impl Lan {
         self.segment
             .exec_ok("ip", &["link", "set", &name, "netns", c.name()]);
         c.exec_ok("ip", &["link", "set", &name, "name", "net1"]);
-        c
     }
 }
 

@@ -591,3 +591,83 @@ fn hostprefix_applies_to_the_socket_and_every_netns() {
     // The leases were stored beside the prefixed socket.
     assert!(prefix.join("dhcp-leases").is_dir());
 }
+
+/// Deletes the container's netns and makes another namespace at the same
+/// path (`ip netns del` + `add`, the name a runtime may reuse), holding a
+/// link of the same name on the same LAN, UP, with an address in the
+/// subnet: everything the daemon would need to act there.
+fn replace_netns(lan: &Lan, c: &Netns, addr: &str) {
+    rcni_tests::run_ok("ip", &["netns", "del", c.name()]);
+    rcni_tests::run_ok("ip", &["netns", "add", c.name()]);
+    lan.plug(c, "d4");
+    c.exec_ok("ip", &["addr", "add", addr, "dev", "net1"]);
+    c.exec_ok("ip", &["link", "set", "net1", "up"]);
+}
+
+fn net1_up(c: &Netns) -> bool {
+    c.exec_ok("ip", &["-o", "link", "show", "net1"])
+        .contains(",UP")
+}
+
+/// The daemon finds a lease's namespace again by its path. When the path
+/// names another namespace now (a runtime reused the name, or
+/// `/proc/<pid>/ns/net` after PID reuse), DEL and a restarted daemon skip
+/// that lease with a log line: no DHCPRELEASE from the stranger's link,
+/// no renewal adopted there, its link left UP.
+#[test]
+fn d4_replaced_netns_is_skipped_by_del_and_restart() {
+    if skip("d4_replaced_netns_is_skipped_by_del_and_restart") {
+        return;
+    }
+    let lan = Lan::new("d4", "10.154.2", &[]);
+    let a = lan.container("d4");
+    let b = lan.container("d4");
+    let (ip_a, ip_b, conf) = {
+        let mut d = Daemon::start(lan.dir.path(), &[]);
+        let conf = conf(&d, json!({}));
+        let addr_a = address(&call("ADD", "d4-repl-a", &a, &conf).ok());
+        let addr_b = address(&call("ADD", "d4-repl-b", &b, &conf).ok());
+        configure(&a, &addr_a);
+        configure(&b, &addr_b);
+        let ip = |s: &str| s.split('/').next().unwrap().to_string();
+
+        // DEL after the path was given to another namespace.
+        replace_netns(&lan, &a, "10.154.2.200/24");
+        call("DEL", "d4-repl-a", &a, &conf).ok();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            d.log().contains("names another namespace now"),
+            "{}",
+            d.log()
+        );
+        assert!(
+            !lan.log()
+                .contains(&format!("DHCPRELEASE(srv0) {}", ip(&addr_a))),
+            "released from the other namespace:\n{}",
+            lan.log()
+        );
+        assert!(net1_up(&a));
+        d.kill();
+        (ip(&addr_a), ip(&addr_b), conf)
+    };
+
+    // A daemon restarted after B's path was given to another namespace.
+    replace_netns(&lan, &b, "10.154.2.201/24");
+    let d = Daemon::start(lan.dir.path(), &[]);
+    let log = d.log();
+    assert!(!log.contains("re-adopted stored lease"), "{log}");
+    assert!(
+        log.contains("names another namespace now") && log.contains("stored lease dropped"),
+        "{log}"
+    );
+    call("DEL", "d4-repl-b", &b, &conf).ok();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(net1_up(&b));
+    for ip in [&ip_a, &ip_b] {
+        assert!(
+            !lan.log().contains(&format!("DHCPRELEASE(srv0) {ip}")),
+            "{}",
+            lan.log()
+        );
+    }
+}

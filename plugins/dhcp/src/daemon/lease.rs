@@ -2,6 +2,7 @@
 //! and its on-disk form (one JSON file per client id, so that a restarted
 //! daemon keeps renewing and later DELs still release: plugins#235).
 
+use cni_net::NetNs;
 use cni_skel::{CniResult, IpConfig, Route};
 use dhcp4::{Message, classless_routes, opt, static_routes};
 use ipnetwork::{IpNetwork, Ipv4Network};
@@ -57,8 +58,13 @@ pub struct Record {
     pub container_id: String,
     pub net_name: String,
     pub if_name: String,
-    /// The netns path as used (host prefix included).
+    /// The netns path as used (host prefix included): only how to find
+    /// the namespace again, which `netns_id` says it must still be.
     pub netns: PathBuf,
+    /// The namespace the lease was acquired in. `None` only in a record
+    /// stored by an older daemon (adopting it stamps the one found).
+    #[serde(default)]
+    pub netns_id: Option<NsIdentity>,
     /// Option 55 and the provided options, for renewals.
     pub request: Vec<u8>,
     pub provide: Vec<(u8, Vec<u8>)>,
@@ -68,7 +74,62 @@ pub struct Record {
     pub times: Times,
 }
 
+/// Which network namespace a path led to: the device and inode of its nsfs
+/// file and the kernel's never-reused cookie (the inode number alone is
+/// handed to the next namespace once one dies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NsIdentity {
+    pub dev: u64,
+    pub ino: u64,
+    /// `None` on a kernel without `SO_NETNS_COOKIE` (before 5.14).
+    pub cookie: Option<u64>,
+}
+
+impl NsIdentity {
+    pub fn of(ns: &NetNs) -> Result<NsIdentity, String> {
+        let (dev, ino) = ns
+            .id()
+            .ok_or_else(|| format!("fstat netns {}: failed", ns.path().display()))?;
+        let cookie = ns.cookie().map_err(|e| e.to_string())?;
+        Ok(NsIdentity { dev, ino, cookie })
+    }
+}
+
+impl std::fmt::Display for NsIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "dev {} inode {}", self.dev, self.ino)?;
+        match self.cookie {
+            Some(c) => write!(f, " cookie {c}"),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Record {
+    /// Opens the lease's namespace by its path again and checks that the
+    /// path still names the namespace the lease was acquired in. A
+    /// container's `/proc/<pid>/ns/net` names another process's namespace
+    /// after PID reuse, and `/run/netns/<name>` a new namespace after the
+    /// runtime deleted and re-created it: acting there (setting a link
+    /// DOWN, sending from it) would touch someone else's interface.
+    pub fn open_netns(&self) -> Result<NetNs, String> {
+        let ns = NetNs::open(&self.netns).map_err(|e| format!("netns gone ({e})"))?;
+        let Some(want) = self.netns_id else {
+            return Ok(ns); // an older daemon's record, before adoption
+        };
+        let found = NsIdentity::of(&ns)?;
+        let same = found.dev == want.dev
+            && found.ino == want.ino
+            && (want.cookie.is_none() || found.cookie == want.cookie);
+        if !same {
+            return Err(format!(
+                "netns path {} names another namespace now ({found}; the lease's was {want})",
+                self.netns.display()
+            ));
+        }
+        Ok(ns)
+    }
+
     pub fn ack(&self) -> Option<Message> {
         Message::decode(&self.ack)
     }
@@ -338,6 +399,11 @@ mod tests {
             net_name: "net".into(),
             if_name: "eth0".into(),
             netns: "/run/netns/x".into(),
+            netns_id: Some(NsIdentity {
+                dev: 4,
+                ino: 4026532177,
+                cookie: Some(12),
+            }),
             request: vec![3, 1],
             provide: vec![(12, b"h".to_vec())],
             ack: ack(&[(1, &[255, 0, 0, 0])]).encode(),

@@ -73,7 +73,12 @@ struct Segment {
 
 impl Segment {
     fn new(subnet: u8) -> Segment {
-        let tag = format!("dd{}{subnet}", std::process::id() % 100000);
+        Segment::on("dd", "10.131", subnet)
+    }
+
+    /// dnsmasq on `<net>.<subnet>.0/24`, namespaces named `<prefix>...`.
+    fn on(prefix: &str, net: &str, subnet: u8) -> Segment {
+        let tag = format!("{prefix}{}{subnet}", std::process::id() % 100000);
         let dir = std::env::temp_dir().join(format!("dhcpd-live-{tag}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -89,7 +94,7 @@ impl Segment {
             &srv,
             "addr",
             "add",
-            &format!("10.131.{subnet}.1/24"),
+            &format!("{net}.{subnet}.1/24"),
             "dev",
             "srv0",
         ]);
@@ -98,7 +103,7 @@ impl Segment {
         let dnsmasq = dnsmasq(
             &srv,
             &dir,
-            &format!("10.131.{subnet}.50,10.131.{subnet}.150"),
+            &format!("{net}.{subnet}.50,{net}.{subnet}.150"),
             &[],
         );
         Segment { tag, dir, dnsmasq }
@@ -375,6 +380,60 @@ fn live_rebinding_after_t2_keeps_the_address() {
     );
     wait_until("the lease to be bound again", || d.allocate(&a).is_ok());
     assert_eq!(d.allocate(&a).unwrap(), r);
+    d.release(&a).unwrap();
+    d.stop();
+}
+
+/// The runtime deleted the container's netns and another namespace now
+/// has its path, with a link of the same name, up. At expiry the daemon
+/// must not set that link DOWN: it drops the lease instead (the netns
+/// cookie differs, whatever the inode number, which the kernel reuses).
+#[test]
+fn d4_live_expiry_leaves_a_replaced_netns_alone() {
+    if skip("d4_live_expiry_leaves_a_replaced_netns_alone") {
+        return;
+    }
+    let seg = Segment::on("d4", "10.154", 1);
+    let d = maintained_daemon(&seg);
+    let a = args(&seg, "d4-replaced");
+    let r = d.allocate(&a).unwrap();
+    seg.configure(&r);
+    let stored = || std::fs::read_dir(seg.dir.join("store")).map_or(0, |d| d.count());
+    assert_eq!(stored(), 1);
+    let ctr = seg.client();
+    let ino = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(seg.netns()).map(|m| m.ino()).ok()
+    };
+    let old = ino();
+    ip(&["netns", "del", &ctr]);
+    // The kernel frees a namespace's inode number a moment after its
+    // death and gives it to the next one: wait for that (bounded) so that
+    // the path names a new namespace with the old (dev, inode).
+    for _ in 0..50 {
+        ip(&["netns", "add", &ctr]);
+        if ino() == old {
+            break;
+        }
+        ip(&["netns", "del", &ctr]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if ino() != old {
+        eprintln!("the kernel did not reuse inode {old:?}: a new one at the path");
+        ip(&["netns", "add", &ctr]);
+    }
+    ip(&[
+        "-n", &ctr, "link", "add", "net1", "type", "veth", "peer", "name", "d4peer",
+    ]);
+    ip(&["-n", &ctr, "link", "set", "net1", "up"]);
+    assert!(link_up(&seg));
+    d.age_leases(10_000);
+    wait_until("the daemon to act on the expired lease", || {
+        d.lease_count() == 0 || !link_up(&seg)
+    });
+    assert!(link_up(&seg), "the new namespace's net1 was set DOWN");
+    assert_eq!(d.lease_count(), 0);
+    assert_eq!(stored(), 0, "the dropped lease stays stored");
     d.release(&a).unwrap();
     d.stop();
 }

@@ -13,7 +13,7 @@
 use super::client::{self, Failure, Identity, Timing};
 use super::clock::{now_secs, rfc3339};
 use super::config;
-use super::lease::{Record, Store, Times, result_of};
+use super::lease::{NsIdentity, Record, Store, Times, result_of};
 use crate::netrpc::{CmdArgs, Service};
 use cni_net::NetNs;
 use cni_skel::CniResult;
@@ -117,31 +117,34 @@ impl Daemon {
     }
 
     /// Takes back the leases a previous run stored, after checking that
-    /// each netns and link still exist; expired ones and those whose
-    /// container is gone are dropped. Renewals due meanwhile run at once.
+    /// each netns path still names the lease's namespace and its link
+    /// still exists; expired ones and those whose container is gone are
+    /// dropped. Renewals due meanwhile run at once.
     pub fn adopt_stored(&self) {
         let now = now_secs();
-        for r in self.store.load_all() {
+        for mut r in self.store.load_all() {
             let id = String::from_utf8_lossy(&r.client_id).into_owned();
             if r.times.expire <= now {
                 log::warn!("{id}: stored lease expired while the daemon was down; dropped");
                 self.store.remove(&r.client_id);
                 continue;
             }
-            let alive = NetNs::open(&r.netns)
-                .map_err(|e| e.to_string())
-                .and_then(|ns| client::link_exists(&ns, &r.if_name));
-            match alive {
-                Ok(true) => {}
-                Ok(false) | Err(_) => {
-                    log::warn!(
-                        "{id}: netns {} or link {:?} is gone; stored lease dropped",
-                        r.netns.display(),
-                        r.if_name
-                    );
-                    self.store.remove(&r.client_id);
-                    continue;
+            let alive = r.open_netns().and_then(|ns| {
+                if r.netns_id.is_none() {
+                    // Stored by a daemon that did not record it: the
+                    // namespace found now is the best there is.
+                    r.netns_id = Some(NsIdentity::of(&ns)?);
+                    log::info!("{id}: netns of the stored lease recorded");
                 }
+                match client::link_exists(&ns, &r.if_name)? {
+                    true => Ok(()),
+                    false => Err(format!("link {:?} gone", r.if_name)),
+                }
+            });
+            if let Err(e) = alive {
+                log::warn!("{id}: {e}; stored lease dropped, nothing done in that netns");
+                self.store.remove(&r.client_id);
+                continue;
             }
             log::info!("{id}: re-adopted stored lease of {}", r.leased());
             let mut t = self.lock();
@@ -233,6 +236,8 @@ impl Daemon {
         log::info!("{id_text}: acquiring lease");
         let netns = self.netns_path(&args.netns);
         let ns = NetNs::open(&netns).map_err(|e| e.to_string())?;
+        // What the path names now: later reopenings must find the same.
+        let netns_id = Some(NsIdentity::of(&ns)?);
         let iface = client::resolve_iface(&ns, &args.if_name)?;
         let identity = Identity {
             client_id: client_id.to_vec(),
@@ -247,6 +252,7 @@ impl Daemon {
             net_name: opts.net_name.clone(),
             if_name: args.if_name.clone(),
             netns,
+            netns_id,
             request: opts.request.clone(),
             provide: opts.provide.clone(),
             ack: ack.encode(),
@@ -427,7 +433,7 @@ impl Daemon {
                 self.store.remove(id);
             }
             Step::Gone(why) => {
-                log::warn!("{id_text}: {why}; lease dropped");
+                log::warn!("{id_text}: {why}; lease dropped, nothing done in that netns");
                 t.entries.remove(id);
                 self.store.remove(id);
             }
@@ -438,10 +444,11 @@ impl Daemon {
 
     fn renew_step(&self, id_text: &str, r: &Record, phase: &Phase) -> Step {
         let now = now_secs();
-        // The container may be gone: then stop, and hold nothing of it.
-        let ns = match NetNs::open(&r.netns) {
+        // The container may be gone, or its path name another namespace
+        // now: then stop, hold nothing of it, and touch nothing there.
+        let ns = match r.open_netns() {
             Ok(ns) => ns,
-            Err(e) => return Step::Gone(format!("netns gone ({e})")),
+            Err(e) => return Step::Gone(e),
         };
         match client::link_exists(&ns, &r.if_name) {
             Ok(true) => {}
@@ -531,12 +538,10 @@ fn send_release(r: &Record) {
     let Some(server) = r.server() else {
         return;
     };
-    let outcome = NetNs::open(&r.netns)
-        .map_err(|e| e.to_string())
-        .and_then(|ns| {
-            let iface = client::resolve_iface_quiet(&ns, &r.if_name)?;
-            client::release(&ns, &iface, &r.client_id, r.leased(), server)
-        });
+    let outcome = r.open_netns().and_then(|ns| {
+        let iface = client::resolve_iface_quiet(&ns, &r.if_name)?;
+        client::release(&ns, &iface, &r.client_id, r.leased(), server)
+    });
     if let Err(e) = outcome {
         log::warn!("{id_text}: failed to release DHCP lease: {e}");
     }
