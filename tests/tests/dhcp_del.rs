@@ -19,9 +19,14 @@
 #![cfg(test)]
 
 use rcni_tests::dhcp_util::{DaemonProc, Lan, QUICK_TIMING, wait_for};
+use rcni_tests::iface_util::ping;
 use rcni_tests::{Invocation, Netns, bin, skip_unless};
 use serde_json::{Value, json};
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// dnsmasq on 10.150.<n>.0/24 and our daemon (short timeouts) on a socket
@@ -82,6 +87,17 @@ impl World {
         wait_for(&format!("{ip} in dnsmasq's lease file"), || {
             self.lan.leases().contains(&ip)
         });
+        // The container talks to its server through the plugin's link, as
+        // any container does with its gateway, so it knows the server's
+        // MAC at DEL. (The daemon returns from DHCP.Release once the
+        // unicast RELEASE is queued; with the neighbour unresolved it
+        // waits on ARP, and a DEL that then deletes the link drops it:
+        // the daemon's own race, not the order these tests hold.)
+        assert!(
+            ping(cont, &self.lan.server_ip),
+            "{} unreachable",
+            self.lan.server_ip
+        );
         ip
     }
 
@@ -125,8 +141,67 @@ impl World {
     }
 }
 
+/// Copies frames both ways between two attached taps on a thread until
+/// dropped: what a VM behind the container's tap would do, here wired to
+/// a tap on dnsmasq's segment.
+struct TapRelay {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TapRelay {
+    fn start(a: File, b: File) -> TapRelay {
+        for f in [&a, &b] {
+            let flags = nix::fcntl::OFlag::O_NONBLOCK;
+            nix::fcntl::fcntl(f, nix::fcntl::FcntlArg::F_SETFL(flags)).unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let (mut a, mut b) = (a, b);
+            let mut buf = vec![0u8; 65536];
+            while !stopped.load(Ordering::Relaxed) {
+                let moved =
+                    copy_frames(&mut a, &mut b, &mut buf) | copy_frames(&mut b, &mut a, &mut buf);
+                if !moved {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
+        TapRelay {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+/// Every frame waiting on `from` written to `to`; true if there was one.
+/// Errors (a tap deleted under its file: EBADFD, EIO) end the round.
+fn copy_frames(from: &mut File, to: &mut File, buf: &mut [u8]) -> bool {
+    let mut moved = false;
+    loop {
+        match from.read(buf) {
+            Ok(n) if n > 0 => {
+                let _ = to.write(&buf[..n]);
+                moved = true;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            _ => return moved,
+        }
+    }
+}
+
+impl Drop for TapRelay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 fn skip(test: &str) -> bool {
-    skip_unless(test, &["dnsmasq"])
+    skip_unless(test, &["dnsmasq", "ping"])
 }
 
 #[test]
@@ -155,4 +230,39 @@ fn bridge_del_releases_the_lease() {
     w.del_releases(&cont, &conf, &ip);
     // The veth went with it; the bridge and seg0 stay.
     assert!(w.host().veths().is_empty(), "{:?}", w.host().link_names());
+}
+
+#[test]
+fn tap_with_a_carrier_del_releases_the_lease() {
+    if skip("dhcp_del::tap_with_a_carrier_del_releases_the_lease") {
+        return;
+    }
+    let w = World::new(3);
+    // A tap on dnsmasq's segment (bridged to seg0), and a relay between it
+    // and the container's tap once the plugin has made that: the carrier
+    // and the wire a VM's virtio backend would give it.
+    let h = w.host();
+    h.exec_ok("ip", &["tuntap", "add", "dev", "dltp0", "mode", "tap"]);
+    w.segment_bridge(&["dltp0"]);
+    let seg_tap = h
+        .run_in(|| cni_net::tuntap::attach_tap("dltp0", false))
+        .unwrap_or_else(|e| panic!("attach dltp0: {e}"));
+    let cont = Netns::new("dlc");
+    let conf = w.conf("tap", json!({}));
+    let (ip, _relay) = std::thread::scope(|s| {
+        let add = s.spawn(|| w.add(&cont, &conf));
+        wait_for("the tap in the container", || {
+            cont.link_names().iter().any(|l| l == "net1")
+        });
+        let cont_tap = cont
+            .run_in(|| cni_net::tuntap::attach_tap("net1", false))
+            .unwrap_or_else(|e| panic!("attach net1: {e}"));
+        let relay = TapRelay::start(cont_tap, seg_tap);
+        match add.join() {
+            Ok(ip) => (ip, relay),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    });
+    // The relay holds the tap (carrier on) through DEL, as a VM would.
+    w.del_releases(&cont, &conf, &ip);
 }
