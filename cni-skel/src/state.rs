@@ -6,7 +6,11 @@
 //! of a network's attachments that are no longer valid.
 //!
 //! The container ID and ifname are validated by the skel (no `/`, not `.`
-//! or `..`), so they can be file names.
+//! or `..`), so they can be file names. Nothing is read or written through
+//! a symlink or anything but a regular file: the temporary file is made
+//! anew (`O_CREAT | O_EXCL`, which never follows a link) after whatever
+//! had its name is unlinked, and the rename replaces a link at the final
+//! name instead of writing through it.
 
 use crate::CniError;
 use std::collections::HashSet;
@@ -61,8 +65,19 @@ impl StateFile {
         &self.path
     }
 
-    /// The file's bytes; `Ok(None)` when there is no file.
+    /// The file's bytes; `Ok(None)` when there is no file. Anything but a
+    /// regular file under its name (a symlink, a FIFO) is an error, not
+    /// followed or opened.
     pub fn read(&self) -> Result<Option<Vec<u8>>, CniError> {
+        match std::fs::symlink_metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("read", &self.path, e)),
+            Ok(m) if !m.file_type().is_file() => {
+                let e = std::io::Error::new(std::io::ErrorKind::InvalidData, "not a regular file");
+                return Err(io_err("read", &self.path, e));
+            }
+            Ok(_) => {}
+        }
         match std::fs::read(&self.path) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -71,17 +86,19 @@ impl StateFile {
     }
 
     /// Writes the file (mode 0600) through a temporary file and a rename.
-    /// Missing directories are made 0700.
+    /// Missing directories are made 0700. The temporary file is created
+    /// anew (`O_EXCL`): whatever had its name (a killed ADD's, a symlink)
+    /// is unlinked first, never written through.
     pub fn write(&self, contents: &[u8]) -> Result<(), CniError> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)
             .map_err(|e| io_err("create backup directory", &self.dir, e))?;
+        remove_if_present(&self.tmp)?;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
             .open(&self.tmp)
             .map_err(|e| io_err("create", &self.tmp, e))?;
@@ -113,7 +130,8 @@ pub fn remove_if_present(path: &Path) -> Result<(), CniError> {
 /// GC of a state directory: removes the files (and temporary files a
 /// killed ADD left) of attachments not in `valid` (container ID, ifname)
 /// for which `belongs` (given the file's path) says the file is this
-/// network's. A missing directory holds nothing.
+/// network's. Only regular files are considered (`belongs` never opens a
+/// symlink). A missing directory holds nothing.
 pub fn gc(
     dir: &Path,
     valid: &[(String, String)],
@@ -132,7 +150,10 @@ pub fn gc(
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let attachment = tmp_target(&name).unwrap_or(&name);
-        if !attachment.ends_with(".json") || keep.contains(attachment) {
+        if !attachment.ends_with(".json")
+            || keep.contains(attachment)
+            || !entry.file_type().is_ok_and(|t| t.is_file())
+        {
             continue;
         }
         let path = entry.path();
@@ -189,6 +210,38 @@ mod tests {
         assert!(foreign.read().unwrap().is_some());
         assert!(!nested.join(".c4_eth0.json.tmp").exists());
         gc(&dir.join("missing"), &valid, |_| true).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn symlinks_are_never_followed() {
+        use std::os::unix::fs::symlink;
+        let dir = std::env::temp_dir().join(format!("cni-skel-state-ln-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let f = StateFile::new(&dir, "c1", "eth0");
+        // A link under the temporary name and one under the final name:
+        // the write goes to a file of its own and replaces the link.
+        symlink(&victim, dir.join(".c1_eth0.json.tmp")).unwrap();
+        symlink(&victim, f.path()).unwrap();
+        let e = f.read().unwrap_err();
+        assert!(e.msg.contains("not a regular file"), "{e:?}");
+        f.write(b"mine").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert!(std::fs::symlink_metadata(f.path()).unwrap().is_file());
+        assert_eq!(f.read().unwrap().unwrap(), b"mine");
+        // GC hands `belongs` only regular files.
+        let link = dir.join("c2_eth0.json");
+        symlink(&victim, &link).unwrap();
+        gc(&dir, &[], |p| {
+            assert!(std::fs::symlink_metadata(p).unwrap().is_file(), "{p:?}");
+            true
+        })
+        .unwrap();
+        assert!(f.read().unwrap().is_none());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
