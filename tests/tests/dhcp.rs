@@ -671,3 +671,100 @@ fn d4_replaced_netns_is_skipped_by_del_and_restart() {
         );
     }
 }
+
+/// A rogue DHCP server on `srv0` (10.154.3.1) of `server`: it offers
+/// 10.154.3.50 and ACKs every REQUEST with a 1-second lease and T1 = T2 =
+/// 0, counting the REQUESTs. Stops when `stop` is set.
+fn rogue_server(
+    server: &Netns,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    use dhcp4::{BOOTREPLY, BOOTREQUEST, CLIENT_PORT, Message, MessageType, SERVER_PORT, opt};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::sync::atomic::Ordering;
+    let opts = cni_net::udp::UdpOpts {
+        broadcast: true,
+        transparent: false,
+    };
+    let sock = server
+        .run_in(|| {
+            cni_net::udp::bound_to_device(
+                "srv0",
+                SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, SERVER_PORT),
+                opts,
+            )
+        })
+        .expect("rogue server socket");
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    std::thread::spawn(move || {
+        let me = Ipv4Addr::new(10, 154, 3, 1);
+        let mut buf = [0u8; 1500];
+        while !stop.load(Ordering::Relaxed) {
+            let Ok((n, _)) = sock.recv_from(&mut buf) else {
+                continue;
+            };
+            let Some(m) = Message::decode(&buf[..n]) else {
+                continue;
+            };
+            let kind = match m.message_type() {
+                _ if m.op != BOOTREQUEST => continue,
+                Some(MessageType::Discover) => MessageType::Offer,
+                Some(MessageType::Request) => {
+                    requests.fetch_add(1, Ordering::Relaxed);
+                    MessageType::Ack
+                }
+                _ => continue,
+            };
+            let mut reply = Message::request(kind, m.xid, m.chaddr);
+            reply.op = BOOTREPLY;
+            reply.yiaddr = Ipv4Addr::new(10, 154, 3, 50);
+            reply.set_option(opt::SERVER_ID, me.octets().to_vec());
+            reply.set_option(opt::SUBNET_MASK, vec![255, 255, 255, 0]);
+            reply.set_option(opt::ROUTER, me.octets().to_vec());
+            reply.set_option(opt::LEASE_TIME, 1u32.to_be_bytes().to_vec());
+            reply.set_option(opt::RENEWAL_TIME, 0u32.to_be_bytes().to_vec());
+            reply.set_option(opt::REBINDING_TIME, 0u32.to_be_bytes().to_vec());
+            let to = SocketAddrV4::new(Ipv4Addr::BROADCAST, CLIENT_PORT);
+            let _ = sock.send_to(&reply.encode(), to);
+        }
+    })
+}
+
+/// A server that answers T1 = 0 with 1-second leases drove the daemon
+/// into renewing as fast as it answered (the Go daemon does too). The
+/// daemon schedules by a lease of at least 60 s and a T1 of at least
+/// 15 s: in the seconds after ADD it sends no renewal at all.
+#[test]
+fn d4_rogue_server_t1_zero_gets_no_renew_storm() {
+    if rcni_tests::skip_unless_root("d4_rogue_server_t1_zero_gets_no_renew_storm") {
+        return;
+    }
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let server = Netns::new("d4");
+    let c = Netns::new("d4");
+    server.wire_to("srv0", &["10.154.3.1/24".into()], &c, "net1", &[]);
+    let requests = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let rogue = rogue_server(&server, Arc::clone(&requests), Arc::clone(&stop));
+    let dir = TempDir::new("d4");
+    let d = Daemon::start(dir.path(), &[]);
+    let conf = conf(&d, json!({}));
+    let r = call("ADD", "d4-rogue", &c, &conf).ok();
+    assert_eq!(address(&r), "10.154.3.50/24", "{r}");
+    configure(&c, "10.154.3.50/24");
+    let acquired = requests.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_secs(5));
+    let renewals = requests.load(Ordering::Relaxed) - acquired;
+    call("DEL", "d4-rogue", &c, &conf).ok();
+    stop.store(true, Ordering::Relaxed);
+    rogue.join().unwrap();
+    assert!(
+        renewals <= 1,
+        "{renewals} renewals in 5 s after a T1 = 0 lease:\n{}",
+        d.log().lines().take(20).collect::<Vec<_>>().join("\n")
+    );
+    assert!(net1_up(&c));
+}

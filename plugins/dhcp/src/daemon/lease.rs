@@ -20,33 +20,62 @@ pub struct Times {
     pub expire: u64,
 }
 
+/// The shortest lease the daemon schedules by: a server's shorter one is
+/// taken as this long, as dhclient does (`expiry < 60` becomes 60).
+pub const MIN_LEASE: u64 = 60;
+/// The earliest first renewal (T1) after an ACK: a rogue or broken server
+/// answering T1 = 0 (or 1 s) would otherwise be asked again the moment it
+/// answers, for ever (the Go daemon does that: it sleeps until T1).
+pub const MIN_RENEW: u64 = 15;
+
 impl Times {
     /// From the ACK's options 51/58/59 with the RFC 2131 defaults
     /// (T1 = 50%, T2 = 85%); 60 minutes when the server sends no lease
-    /// time, as the reference.
+    /// time, as the reference. Then made sane, whatever the server sent
+    /// (see [`schedule`]).
     pub fn from_ack(ack: &Message, now: u64) -> Times {
-        let lease = u64::from(ack.u32_option(opt::LEASE_TIME).unwrap_or(3600));
-        let mut rebind = ack
-            .u32_option(opt::REBINDING_TIME)
-            .map(u64::from)
-            .unwrap_or(lease * 85 / 100);
-        if rebind > lease {
-            rebind = lease * 85 / 100;
-        }
-        let mut renew = ack
-            .u32_option(opt::RENEWAL_TIME)
-            .map(u64::from)
-            .unwrap_or(lease / 2);
-        if renew > rebind {
-            renew = lease / 2;
-        }
+        let (renew, rebind, lease) = schedule(
+            ack.u32_option(opt::LEASE_TIME),
+            ack.u32_option(opt::RENEWAL_TIME),
+            ack.u32_option(opt::REBINDING_TIME),
+        );
         Times {
             acquired: now,
             renew: now + renew,
             rebind: now + rebind,
-            expire: now.saturating_add(lease),
+            expire: now + lease,
         }
     }
+}
+
+/// `(T1, T2, lease)` in seconds from the ACK's options 58, 59 and 51, with
+/// `MIN_RENEW <= T1 < T2 < lease` and `lease >= MIN_LEASE` always:
+/// - no lease time: 3600 s (the reference); shorter than [`MIN_LEASE`]:
+///   that (dhclient);
+/// - T2 of 0, or not below the lease: 85 % of it; T1 of 0, or not below
+///   T2: 50 % (RFC 2131 4.4.5), and if that is not below T2 either, both
+///   defaults (systemd-networkd's checks);
+/// - T1 at least [`MIN_RENEW`], T2 then moved half-way to expiry if T1
+///   caught up with it.
+pub fn schedule(lease: Option<u32>, t1: Option<u32>, t2: Option<u32>) -> (u64, u64, u64) {
+    let lease = lease.map_or(3600, u64::from).max(MIN_LEASE);
+    let default_t2 = lease * 85 / 100;
+    let t2 = t2
+        .map(u64::from)
+        .filter(|&v| v > 0 && v < lease)
+        .unwrap_or(default_t2);
+    let t1 = t1
+        .map(u64::from)
+        .filter(|&v| v > 0 && v < t2)
+        .unwrap_or(lease / 2);
+    let (t1, t2) = if t1 < t2 {
+        (t1, t2)
+    } else {
+        (lease / 2, default_t2)
+    };
+    let t1 = t1.max(MIN_RENEW);
+    let t2 = if t2 > t1 { t2 } else { (t1 + lease) / 2 };
+    (t1, t2, lease)
 }
 
 /// Everything the daemon keeps about one attachment, as stored on disk.
@@ -387,6 +416,72 @@ mod tests {
         assert_eq!((t.renew, t.rebind, t.expire), (1060, 1102, 1120));
         let t = Times::from_ack(&ack(&[]), 0);
         assert_eq!(t.expire, 3600);
+        // A rogue server's T1 = 0 and 1-second lease, as on the wire.
+        let t = Times::from_ack(
+            &ack(&[
+                (51, &1u32.to_be_bytes()),
+                (58, &0u32.to_be_bytes()),
+                (59, &0u32.to_be_bytes()),
+            ]),
+            1000,
+        );
+        assert_eq!((t.renew, t.rebind, t.expire), (1030, 1051, 1060));
+    }
+
+    #[test]
+    fn schedule_is_sane_whatever_the_server_says() {
+        let s = |l: u32, t1: u32, t2: u32| schedule(Some(l), Some(t1), Some(t2));
+        // What a sane server sends is kept.
+        assert_eq!(s(120, 60, 105), (60, 105, 120));
+        assert_eq!(s(86_400, 600, 80_000), (600, 80_000, 86_400));
+        assert_eq!(schedule(Some(600), None, None), (300, 510, 600));
+        assert_eq!(schedule(None, None, None), (1800, 3060, 3600));
+        // T1 = 0, T2 = 0, a 1 s lease: the lease floor and the defaults.
+        assert_eq!(s(1, 0, 0), (30, 51, 60));
+        assert_eq!(s(0, 0, 0), (30, 51, 60));
+        // T1 of 1 s: raised to the floor, T2 stays above it.
+        assert_eq!(s(120, 1, 105), (MIN_RENEW, 105, 120));
+        assert_eq!(s(120, 1, 2), (MIN_RENEW, 2 + 65, 120));
+        assert_eq!(s(60, 1, 10), (MIN_RENEW, 37, 60));
+        // Out of order or past the lease: the RFC's defaults.
+        assert_eq!(s(1000, 900, 800), (500, 800, 1000));
+        assert_eq!(s(1000, 100, 1000), (100, 850, 1000));
+        assert_eq!(s(1000, 600, 550), (500, 550, 1000));
+        assert_eq!(s(1000, 600, 400), (500, 850, 1000));
+        // The largest values do not overflow; "infinite" stays far away.
+        let (t1, t2, l) = s(u32::MAX, u32::MAX, u32::MAX);
+        assert_eq!(l, u64::from(u32::MAX));
+        assert!(t1 < t2 && t2 < l);
+        // Every combination keeps MIN_RENEW <= T1 < T2 < lease, lease >= 60.
+        let vals = [
+            0,
+            1,
+            2,
+            14,
+            15,
+            16,
+            29,
+            30,
+            31,
+            59,
+            60,
+            61,
+            119,
+            120,
+            3600,
+            u32::MAX,
+        ];
+        for l in vals {
+            for a in vals {
+                for b in vals {
+                    let (t1, t2, lease) = s(l, a, b);
+                    assert!(
+                        MIN_RENEW <= t1 && t1 < t2 && t2 < lease && lease >= MIN_LEASE,
+                        "{l} {a} {b}: {t1} {t2} {lease}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
