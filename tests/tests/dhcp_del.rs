@@ -19,7 +19,7 @@
 #![cfg(test)]
 
 use rcni_tests::dhcp_util::{DaemonProc, Lan, QUICK_TIMING, wait_for};
-use rcni_tests::iface_util::ping;
+use rcni_tests::iface_util::{ping, skip_without_kind};
 use rcni_tests::{Invocation, Netns, bin, skip_unless};
 use serde_json::{Value, json};
 use std::fs::File;
@@ -264,5 +264,52 @@ fn tap_with_a_carrier_del_releases_the_lease() {
         }
     });
     // The relay holds the tap (carrier on) through DEL, as a VM would.
+    w.del_releases(&cont, &conf, &ip);
+}
+
+#[test]
+fn ipvlan_del_releases_the_lease() {
+    let test = "dhcp_del::ipvlan_del_releases_the_lease";
+    if skip(test) || skip_without_kind(test, "ipvlan") {
+        return;
+    }
+    let w = World::new(4);
+    let cont = Netns::new("dlc");
+    // l2: the container's DHCP broadcasts go out on seg0 (with its MAC;
+    // the client id tells the attachments apart).
+    let conf = w.conf("ipvlan", json!({"master": "seg0", "mode": "l2"}));
+    let ip = w.add(&cont, &conf);
+    w.del_releases(&cont, &conf, &ip);
+}
+
+#[test]
+fn vlan_del_releases_the_lease() {
+    let test = "dhcp_del::vlan_del_releases_the_lease";
+    if skip(test) || skip_without_kind(test, "vlan") {
+        return;
+    }
+    let w = World::new(5);
+    // VLAN 7 on the veth dlva <-> dlvb; dlvb's vlan link dlvb7, untagged,
+    // is bridged to dnsmasq's segment.
+    let h = w.host();
+    h.exec_ok(
+        "ip",
+        &[
+            "link", "add", "dlva", "type", "veth", "peer", "name", "dlvb",
+        ],
+    );
+    h.exec_ok(
+        "ip",
+        &[
+            "link", "add", "link", "dlvb", "name", "dlvb7", "type", "vlan", "id", "7",
+        ],
+    );
+    for l in ["dlva", "dlvb"] {
+        h.exec_ok("ip", &["link", "set", l, "up"]);
+    }
+    w.segment_bridge(&["dlvb7"]);
+    let cont = Netns::new("dlc");
+    let conf = w.conf("vlan", json!({"master": "dlva", "vlanId": 7}));
+    let ip = w.add(&cont, &conf);
     w.del_releases(&cont, &conf, &ip);
 }
