@@ -52,11 +52,16 @@ fn io_err(what: &str, p: &Path, e: std::io::Error) -> CniError {
 impl StateFile {
     /// The file of (container ID, ifname) in `dir`.
     pub fn new(dir: &Path, container_id: &str, ifname: &str) -> StateFile {
-        let name = file_name(container_id, ifname);
+        StateFile::named(dir, &file_name(container_id, ifname))
+    }
+
+    /// The file `name` (a plain file name, e.g. `<hash>.json`) in `dir`,
+    /// for state keyed by something other than (container ID, ifname).
+    pub fn named(dir: &Path, name: &str) -> StateFile {
         StateFile {
             dir: dir.to_path_buf(),
-            path: dir.join(&name),
-            tmp: dir.join(tmp_name(&name)),
+            path: dir.join(name),
+            tmp: dir.join(tmp_name(name)),
         }
     }
 

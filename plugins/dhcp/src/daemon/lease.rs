@@ -3,6 +3,7 @@
 //! daemon keeps renewing and later DELs still release: plugins#235).
 
 use cni_net::NetNs;
+use cni_skel::state::StateFile;
 use cni_skel::{CniResult, IpConfig, Route};
 use dhcp4::{Message, classless_routes, opt, static_routes};
 use ipnetwork::{IpNetwork, Ipv4Network};
@@ -235,7 +236,13 @@ pub fn result_of(ack: &Message, priority: Option<u32>) -> Result<CniResult, Stri
 }
 
 /// The lease directory: one `<sha256(client id)>.json` per lease (a client
-/// id is up to 254 bytes and may hold `/`: not a file name).
+/// id is up to 254 bytes and may hold `/`: not a file name), written and
+/// read as the plugins' state files are (`cni_skel::state`: 0600 through
+/// a temporary file made anew and renamed, the directory 0700, never
+/// through a symlink or anything but a regular file). No fsync: a file
+/// only has to outlive the daemon process (the page cache does); after a
+/// power loss the containers' netns are gone too, and with them every
+/// lease worth keeping.
 #[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
@@ -246,69 +253,54 @@ impl Store {
         Store { dir }
     }
 
-    fn path_of(&self, client_id: &[u8]) -> PathBuf {
+    fn file_of(&self, client_id: &[u8]) -> StateFile {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(client_id);
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{hex}.json"))
+        StateFile::named(&self.dir, &format!("{hex}.json"))
     }
 
-    /// Writes the record atomically (a temp file renamed over the old).
+    /// Writes the record atomically (a temporary file renamed over the old).
     pub fn save(&self, r: &Record) -> Result<(), String> {
-        use std::io::Write;
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-            .map_err(|e| format!("create {}: {e}", self.dir.display()))?;
-        let path = self.path_of(&r.client_id);
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         let text = serde_json::to_vec(r).map_err(|e| e.to_string())?;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| format!("write {}: {e}", tmp.display()))?;
-        // No fsync: the file only has to outlive the daemon process (the
-        // page cache does); after a power loss the containers' netns are
-        // gone too, and with them every lease worth keeping.
-        f.write_all(&text)
-            .map_err(|e| format!("write {}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))
+        self.file_of(&r.client_id).write(&text).map_err(|e| e.msg)
     }
 
     pub fn remove(&self, client_id: &[u8]) {
-        let path = self.path_of(client_id);
-        if let Err(e) = std::fs::remove_file(&path)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            log::warn!("remove {}: {e}", path.display());
+        if let Err(e) = self.file_of(client_id).remove() {
+            log::warn!("{}", e.msg);
         }
     }
 
-    /// Every readable record; unreadable files are logged and removed.
+    /// Every readable record; unreadable files (and temporary files a
+    /// killed daemon left) are logged and removed.
     pub fn load_all(&self) -> Vec<Record> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
         let mut out = Vec::new();
         for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
             let path = e.path();
-            if path.extension().and_then(|x| x.to_str()) != Some("json") {
+            if cni_skel::state::tmp_target(&name).is_some() {
+                log::warn!("{}: left by an interrupted write; removed", path.display());
+                let _ = cni_skel::state::remove_if_present(&path);
                 continue;
             }
-            match std::fs::read(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice::<Record>(&b).map_err(|e| e.to_string()))
-            {
-                Ok(r) if self.path_of(&r.client_id) == path => out.push(r),
+            if !name.ends_with(".json") {
+                continue;
+            }
+            let read = StateFile::named(&self.dir, &name)
+                .read()
+                .map_err(|e| e.msg)
+                .and_then(|b| b.ok_or_else(|| "gone".to_string()))
+                .and_then(|b| serde_json::from_slice::<Record>(&b).map_err(|e| e.to_string()));
+            match read {
+                Ok(r) if self.file_of(&r.client_id).path() == path => out.push(r),
                 Ok(_) => log::warn!("{}: not named after its client id; ignored", path.display()),
                 Err(err) => {
                     log::warn!("{}: unreadable lease ({err}); removed", path.display());
-                    let _ = std::fs::remove_file(&path);
+                    let _ = cni_skel::state::remove_if_present(&path);
                 }
             }
         }
@@ -510,6 +502,29 @@ mod tests {
         assert!(!dir.join("junk.json").exists());
         s.remove(&r.client_id);
         assert!(s.load_all().is_empty());
+
+        // Links planted under the temporary and the final name, and one
+        // more lease-like name: nothing is written or read through them.
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let final_name = s.file_of(&r.client_id).path().to_path_buf();
+        let name = final_name.file_name().unwrap().to_str().unwrap();
+        symlink(&victim, dir.join(format!(".{name}.tmp"))).unwrap();
+        symlink(&victim, &final_name).unwrap();
+        s.save(&r).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        let meta = std::fs::symlink_metadata(&final_name).unwrap();
+        assert!(meta.file_type().is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        symlink(&victim, dir.join("other.json")).unwrap();
+        assert_eq!(s.load_all(), vec![r.clone()]);
+        assert!(!dir.join("other.json").exists());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        // A killed write's temporary file is cleaned up at load.
+        std::fs::write(dir.join(format!(".{name}.tmp")), b"{").unwrap();
+        assert_eq!(s.load_all(), vec![r.clone()]);
+        assert!(!dir.join(format!(".{name}.tmp")).exists());
         let _ = std::fs::remove_dir_all(dir);
     }
 }
