@@ -2,7 +2,7 @@
 //! and its on-disk form (one JSON file per client id, so that a restarted
 //! daemon keeps renewing and later DELs still release: plugins#235).
 
-use cni_net::NetNs;
+use cni_net::{NetError, NetNs};
 use cni_skel::state::StateFile;
 use cni_skel::{CniResult, IpConfig, Route};
 use dhcp4::{Message, classless_routes, opt, static_routes};
@@ -135,6 +135,24 @@ impl std::fmt::Display for NsIdentity {
     }
 }
 
+/// Why [`Record::open_netns`] gave no namespace.
+#[derive(Debug)]
+pub enum Reopen {
+    /// The path names no namespace, or another one: the lease's is gone
+    /// for this daemon.
+    Gone(String),
+    /// It could not be told (out of file descriptors, say): ask again.
+    Unsure(String),
+}
+
+impl std::fmt::Display for Reopen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reopen::Gone(m) | Reopen::Unsure(m) => f.write_str(m),
+        }
+    }
+}
+
 impl Record {
     /// Opens the lease's namespace by its path again and checks that the
     /// path still names the namespace the lease was acquired in. A
@@ -142,20 +160,25 @@ impl Record {
     /// after PID reuse, and `/run/netns/<name>` a new namespace after the
     /// runtime deleted and re-created it: acting there (setting a link
     /// DOWN, sending from it) would touch someone else's interface.
-    pub fn open_netns(&self) -> Result<NetNs, String> {
-        let ns = NetNs::open(&self.netns).map_err(|e| format!("netns gone ({e})"))?;
+    pub fn open_netns(&self) -> Result<NetNs, Reopen> {
+        let ns = NetNs::open(&self.netns).map_err(|e| match e {
+            NetError::NsNotFound { .. } | NetError::NotNetNs { .. } => {
+                Reopen::Gone(format!("netns gone ({e})"))
+            }
+            e => Reopen::Unsure(e.to_string()),
+        })?;
         let Some(want) = self.netns_id else {
             return Ok(ns); // an older daemon's record, before adoption
         };
-        let found = NsIdentity::of(&ns)?;
+        let found = NsIdentity::of(&ns).map_err(Reopen::Unsure)?;
         let same = found.dev == want.dev
             && found.ino == want.ino
             && (want.cookie.is_none() || found.cookie == want.cookie);
         if !same {
-            return Err(format!(
+            return Err(Reopen::Gone(format!(
                 "netns path {} names another namespace now ({found}; the lease's was {want})",
                 self.netns.display()
-            ));
+            )));
         }
         Ok(ns)
     }
@@ -474,6 +497,35 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn reopen_gone_or_unsure() {
+        let dir = std::env::temp_dir().join(format!("dhcpd-reopen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("file");
+        std::fs::write(&file, b"").unwrap();
+        let at = |p: &std::path::Path| Record {
+            client_id: b"c".to_vec(),
+            container_id: "c".into(),
+            net_name: "n".into(),
+            if_name: "eth0".into(),
+            netns: p.to_path_buf(),
+            netns_id: None,
+            request: vec![],
+            provide: vec![],
+            ack: vec![],
+            times: Times::from_ack(&ack(&[]), 0),
+        };
+        // No such path, or not a namespace there: gone.
+        let gone = at(&dir.join("missing")).open_netns();
+        assert!(matches!(gone, Err(Reopen::Gone(_))), "{gone:?}");
+        let gone = at(&file).open_netns();
+        assert!(matches!(gone, Err(Reopen::Gone(_))), "{gone:?}");
+        // Cannot even look (ENOTDIR): not a reason to drop a lease.
+        let unsure = at(&file.join("x")).open_netns();
+        assert!(matches!(unsure, Err(Reopen::Unsure(_))), "{unsure:?}");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use super::client::{self, Failure, Identity, Timing};
 use super::clock::{now_secs, rfc3339};
 use super::config;
-use super::lease::{NsIdentity, Record, Store, Times, result_of};
+use super::lease::{NsIdentity, Record, Reopen, Store, Times, result_of};
 use crate::netrpc::{CmdArgs, Service};
 use cni_net::NetNs;
 use cni_skel::CniResult;
@@ -129,7 +129,7 @@ impl Daemon {
                 self.store.remove(&r.client_id);
                 continue;
             }
-            let alive = r.open_netns().and_then(|ns| {
+            let alive = r.open_netns().map_err(|e| e.to_string()).and_then(|ns| {
                 if r.netns_id.is_none() {
                     // Stored by a daemon that did not record it: the
                     // namespace found now is the best there is.
@@ -448,7 +448,10 @@ impl Daemon {
         // now: then stop, hold nothing of it, and touch nothing there.
         let ns = match r.open_netns() {
             Ok(ns) => ns,
-            Err(e) => return Step::Gone(e),
+            Err(Reopen::Unsure(e)) if now < r.times.expire => {
+                return Step::Retry(phase.clone(), now + MIN_RETRY).log(id_text, &e);
+            }
+            Err(e) => return Step::Gone(e.to_string()),
         };
         match client::link_exists(&ns, &r.if_name) {
             Ok(true) => {}
@@ -538,7 +541,7 @@ fn send_release(r: &Record) {
     let Some(server) = r.server() else {
         return;
     };
-    let outcome = r.open_netns().and_then(|ns| {
+    let outcome = r.open_netns().map_err(|e| e.to_string()).and_then(|ns| {
         let iface = client::resolve_iface_quiet(&ns, &r.if_name)?;
         client::release(&ns, &iface, &r.client_id, r.leased(), server)
     });
