@@ -475,14 +475,7 @@ pub fn del_of_kind(args: &CmdArgs, ipam: bool, kind: Option<&str>) -> Result<(),
         Some(path) => del_in(path, &args.ifname, kind),
         None => Ok(()),
     });
-    match (ipam, link) {
-        (Ok(()), Ok(())) => Ok(()),
-        (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
-        (Err(mut a), Err(b)) => {
-            a.msg = format!("{}; {}", a.msg, b.msg);
-            Err(a)
-        }
-    }
+    CniError::all_ok([ipam, link])
 }
 
 fn del_in(path: &std::path::Path, ifname: &str, kind: Option<&str>) -> Result<(), CniError> {

@@ -300,14 +300,8 @@ fn del(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
             del_device(args)
         }
     });
-    match (ipam, device) {
-        (Ok(()), Ok(())) => Ok(Output::Nothing),
-        (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
-        (Err(mut a), Err(b)) => {
-            a.msg = format!("{}; {}", a.msg, b.msg);
-            Err(a)
-        }
-    }
+    CniError::all_ok([ipam, device])?;
+    Ok(Output::Nothing)
 }
 
 fn del_device(args: &CmdArgs) -> Result<(), CniError> {
