@@ -10,7 +10,6 @@ pub mod dbus;
 pub mod exec;
 pub mod hash;
 pub mod iptables;
-pub mod lock;
 pub mod masq;
 pub mod nft;
 pub mod spoofcheck;

@@ -30,6 +30,8 @@ pub const THREAD_SELF_NS: &str = "/proc/thread-self/ns/net";
 pub struct NetNs {
     file: File,
     path: PathBuf,
+    /// The namespace's lock, when it was opened locked.
+    lock: Option<cni_lock::Lock>,
 }
 
 impl NetNs {
@@ -67,6 +69,7 @@ impl NetNs {
         Ok(NetNs {
             file,
             path: path.to_path_buf(),
+            lock: None,
         })
     }
 
@@ -81,13 +84,27 @@ impl NetNs {
         }
     }
 
-    /// [`NetNs::open_if_present`], then [`NetNs::lock`]ed.
-    pub fn open_locked_if_present(path: impl AsRef<Path>) -> Result<Option<NetNs>, NetError> {
-        let ns = NetNs::open_if_present(path)?;
-        if let Some(ns) = &ns {
-            ns.lock()?;
-        }
-        Ok(ns)
+    /// [`NetNs::open_if_present`], then locked until the handle is dropped:
+    /// plugins that change shared state inside one container namespace
+    /// (sbr's tables, vrf's devices) exclude each other. The lock is
+    /// `cni_lock::netns` of the namespace's device and inode, a file only
+    /// root can open; never the namespace file itself, which any user can
+    /// open (`/run/netns/<name>` is 0444) and a container can too (its own
+    /// `/proc/self/ns/net`), and so hold forever. (Go's vrf and sbr flock
+    /// the namespace file: ours no longer exclude theirs.) A lock not
+    /// granted within `RCNI_LOCK_TIMEOUT` is an error naming the lock file.
+    pub fn open_locked_if_present(
+        path: impl AsRef<Path>,
+    ) -> Result<Option<NetNs>, cni_skel::CniError> {
+        let Some(mut ns) = NetNs::open_if_present(path)? else {
+            return Ok(None);
+        };
+        let meta = ns
+            .file
+            .metadata()
+            .map_err(|e| NetError::io(format!("stat {}", ns.path.display()), e))?;
+        ns.lock = cni_lock::netns(meta.dev(), meta.ino())?;
+        Ok(Some(ns))
     }
 
     /// The calling thread's network namespace.
@@ -111,16 +128,6 @@ impl NetNs {
             Ok(r) => r,
             Err(p) => std::panic::resume_unwind(p),
         }
-    }
-
-    /// Takes an exclusive `flock` on the namespace file, held until this
-    /// handle is dropped: plugins that change shared state inside one
-    /// container namespace (sbr's tables, vrf's devices) exclude each other,
-    /// and Go's (its filemutex locks the same file).
-    pub fn lock(&self) -> Result<(), NetError> {
-        self.file
-            .lock()
-            .map_err(|e| NetError::io(format!("lock {}", self.path.display()), e))
     }
 
     /// The path this namespace was opened from.

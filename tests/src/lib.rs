@@ -434,7 +434,31 @@ where
     K: AsRef<std::ffi::OsStr>,
     V: AsRef<std::ffi::OsStr>,
 {
-    let mut cmd = Command::new(plugin);
+    exec_plugin_via(host, &[], plugin, env, stdin)
+}
+
+/// [`exec_plugin`] through `wrapper` (a program and its first arguments,
+/// the plugin's path then being the last; none: the plugin itself), which
+/// gets the plugin's environment and stdin.
+pub fn exec_plugin_via<K, V>(
+    host: Option<&str>,
+    wrapper: &[String],
+    plugin: &Path,
+    env: impl IntoIterator<Item = (K, V)>,
+    stdin: &[u8],
+) -> std::process::Output
+where
+    K: AsRef<std::ffi::OsStr>,
+    V: AsRef<std::ffi::OsStr>,
+{
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(plugin);
+            c
+        }
+        None => Command::new(plugin),
+    };
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .envs(env)
@@ -463,6 +487,7 @@ pub struct Invocation {
     plugin: PathBuf,
     env: Vec<(String, String)>,
     host: Option<String>,
+    wrapper: Vec<String>,
     stdin: Vec<u8>,
 }
 
@@ -482,6 +507,7 @@ impl Invocation {
                 ("CNI_PATH".into(), path),
             ],
             host: None,
+            wrapper: Vec::new(),
             stdin: Vec::new(),
         }
     }
@@ -518,6 +544,14 @@ impl Invocation {
         self
     }
 
+    /// Runs the plugin through `wrapper`: a program and its first
+    /// arguments (`timeout 10`, `unshare -m sh -c <script>`), the plugin's
+    /// path last; the wrapper gets the plugin's environment and stdin.
+    pub fn via(mut self, wrapper: &[&str]) -> Self {
+        self.wrapper = wrapper.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
     /// The config on stdin.
     pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
         self.stdin = data.into();
@@ -536,8 +570,9 @@ impl Invocation {
 
     /// Runs it with only the given environment (nothing inherited but PATH).
     pub fn run(&self) -> PluginOutput {
-        let out = exec_plugin(
+        let out = exec_plugin_via(
             self.host.as_deref(),
+            &self.wrapper,
             &self.plugin,
             self.env.iter().map(|(k, v)| (k, v)),
             &self.stdin,

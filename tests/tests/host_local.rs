@@ -1268,32 +1268,9 @@ fn run_wrapped(
     conf: &Value,
     cid: &str,
 ) -> rcni_tests::PluginOutput {
-    let inv = invocation(&ours(), command, conf, cid, "eth0");
-    let mut args: Vec<String> = wrapper[1..].iter().map(|s| s.to_string()).collect();
-    args.push(ours().display().to_string());
-    let out = std::process::Command::new(wrapper[0])
-        .args(&args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(inv.environment())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin
-                .take()
-                .unwrap()
-                .write_all(conf.to_string().as_bytes())?;
-            c.wait_with_output()
-        })
-        .unwrap();
-    rcni_tests::PluginOutput {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    invocation(&ours(), command, conf, cid, "eth0")
+        .via(wrapper)
+        .run()
 }
 
 /// Where the cache cannot be written (a read-only /run, another user),
@@ -1381,5 +1358,47 @@ fn lk_last_reserved_symlink_is_replaced_not_followed() {
     assert_eq!(std::fs::read_to_string(&hint).unwrap(), "10.152.1.3");
     for c in ["c1", "c2"] {
         del(&conf, c, "eth0").ok();
+    }
+}
+
+/// A store lock held and never released (a stuck writer) makes ADD fail
+/// within `RCNI_LOCK_TIMEOUT` (code 11, naming the lock file) instead of
+/// waiting forever; the lock file stays the reference's `<dir>/lock`.
+#[test]
+fn lk_store_lock_wait_is_bounded() {
+    if !rcni_tests::skip_without_tools("lk_store_lock_wait_is_bounded", &["timeout"]) {
+        let d = DataDir::new("lkhw");
+        let conf = d.conf("1.0.0", json!({"subnet": "10.152.11.0/24"}));
+        add(&conf, "c1", "eth0").ok();
+        let lock = d.net_dir().join("lock");
+        let holder = std::fs::File::open(&lock).unwrap();
+        holder.lock().unwrap();
+        let t = std::time::Instant::now();
+        let out = invocation(&ours(), "ADD", &conf, "c2", "eth0")
+            .env("RCNI_LOCK_TIMEOUT", "1")
+            .via(&["timeout", "15"])
+            .run();
+        let took = t.elapsed();
+        drop(holder);
+        let e = out.err();
+        assert_eq!(e["code"], 11, "{e}");
+        assert!(
+            e["msg"]
+                .as_str()
+                .unwrap()
+                .contains(&lock.display().to_string()),
+            "{e}"
+        );
+        assert!(
+            e["msg"].as_str().unwrap().contains("timed out after 1s"),
+            "{e}"
+        );
+        // Not hung (a run costs seconds in the VMs).
+        assert!(took.as_secs_f64() >= 1.0 && took.as_secs() < 30, "{took:?}");
+        // Released: the next ADD goes through.
+        assert_eq!(
+            result_ips(&add(&conf, "c2", "eth0").ok()),
+            ["10.152.11.3/24"]
+        );
     }
 }

@@ -25,8 +25,10 @@ fn main() -> ExitCode {
 
 /// Serialises the read-modify-write of the `filter` table among concurrent
 /// invocations (shared chains and jumps are created when absent).
-fn lock() -> Option<std::fs::File> {
-    cni_fw::lock::hold("/run/cni-firewall.lock")
+/// `/run/cni-rcni/locks/firewall.lock`, waited for at most
+/// `RCNI_LOCK_TIMEOUT` (cni-lock).
+fn lock() -> Result<Option<cni_lock::Lock>, CniError> {
+    cni_lock::named("firewall")
 }
 
 /// The backend that serves this invocation.
@@ -182,7 +184,7 @@ impl Plugin for Firewall {
         let iso = isolation(&prev, policy)?;
         let iso = iso.as_ref().map(|(b, p)| (b.as_str(), *p));
         let backend = resolve(&conf)?;
-        let _lock = lock();
+        let _lock = lock()?;
         match backend {
             Backend::Iptables => {
                 ipt::require_tools(&ips)?;
@@ -229,7 +231,7 @@ impl Plugin for Firewall {
             .map(|p| config::container_ips(&p))
             .unwrap_or_default();
         let backend = resolve(&conf)?;
-        let _lock = lock();
+        let _lock = lock()?;
         let att = attachment(args);
         let records = sources::Records::default();
         match backend {
@@ -300,7 +302,7 @@ impl Plugin for Firewall {
     fn gc(&self, args: &CmdArgs) -> CmdResult {
         let conf = parse(args)?;
         let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
-        let _lock = lock();
+        let _lock = lock()?;
         gc_firewalld_sources(&conf.network, &valid)?;
         ipt::gc(&conf.network, &valid)?;
         Ok(Output::Nothing)

@@ -597,11 +597,13 @@ impl Store {
         &self.dir
     }
 
+    /// Takes the directory's lock, waiting at most `RCNI_LOCK_TIMEOUT`
+    /// (cni-lock): a lock held longer (a stuck writer) is an error naming
+    /// the file, not a hang. The file is the reference's, so Go's
+    /// host-local on the same directory is still excluded.
     fn lock(&self) -> Result<(), CniError> {
         match &self.lock {
-            Some(l) => l
-                .lock()
-                .map_err(|e| io_err("failed to lock", &self.dir.join(LOCK_FILE), e)),
+            Some(l) => cni_lock::wait(l, &self.dir.join(LOCK_FILE)),
             None => Ok(()),
         }
     }

@@ -23,8 +23,10 @@ fn main() -> ExitCode {
 /// Serialises the read-modify-write of the iptables `nat` table among
 /// concurrent invocations (the chains shared by all containers are created
 /// by declaring them, which must not race).
-fn lock() -> Option<std::fs::File> {
-    cni_fw::lock::hold("/run/cni-portmap.lock")
+/// `/run/cni-rcni/locks/portmap.lock`, waited for at most
+/// `RCNI_LOCK_TIMEOUT` (cni-lock).
+fn lock() -> Result<Option<cni_lock::Lock>, CniError> {
+    cni_lock::named("portmap")
 }
 
 fn nft_usable() -> bool {
@@ -152,7 +154,7 @@ impl Plugin for Portmap {
         let (v4, v6) = config::container_addrs(&prev, &args.ifname);
         let addrs = addrs_of(v4, v6);
         let backend = resolve(&conf).map_err(|e| e.context("failed to parse config"))?;
-        let _lock = lock();
+        let _lock = lock()?;
         // The families whose rules this ADD wrote (`true`: IPv6): undone
         // when a later step fails, so that a failed ADD leaves nothing.
         let mut written: Vec<bool> = Vec::new();
@@ -179,7 +181,7 @@ impl Plugin for Portmap {
             return Ok(Output::Nothing);
         }
         let backend = resolve(&conf).map_err(|e| e.context("failed to parse config"))?;
-        let _lock = lock();
+        let _lock = lock()?;
         match backend {
             Backend::Iptables => ipt::del(&conf, &args.container_id)?,
             Backend::Nftables => nft::del(&conf.network, &args.container_id)?,
@@ -217,7 +219,7 @@ impl Plugin for Portmap {
             .into_iter()
             .map(|(cid, _)| cid)
             .collect();
-        let _lock = lock();
+        let _lock = lock()?;
         let mut errors = Vec::new();
         // Both backends: rules may have been written by either.
         if let Err(e) = ipt::gc(&conf.network, &valid) {

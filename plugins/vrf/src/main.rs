@@ -117,14 +117,15 @@ fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
         .ok_or_else(|| CniError::internal("missing prevResult from earlier plugin"))
 }
 
-/// The container namespace, flock'ed for the rest of the command: a
-/// concurrent DEL must not delete a VRF that an ADD is about to use.
+/// The container namespace, locked for the rest of the command (its
+/// `cni_lock::netns` lock): a concurrent DEL must not delete a VRF that an
+/// ADD is about to use.
 /// `None` when CNI_NETNS is empty or gone.
 fn open_netns(args: &CmdArgs) -> Result<Option<NetNs>, CniError> {
     let Some(path) = args.netns.as_deref().filter(|p| !p.as_os_str().is_empty()) else {
         return Ok(None);
     };
-    Ok(NetNs::open_locked_if_present(path)?)
+    NetNs::open_locked_if_present(path)
 }
 
 fn must_open_netns(args: &CmdArgs) -> Result<NetNs, CniError> {

@@ -1,0 +1,377 @@
+//! Host-wide locks of the plugins: empty files in a directory only root
+//! can enter, taken with `flock` and waited for with a deadline.
+//!
+//! Plugins that read-modify-write shared state exclude each other with
+//! these: portmap's and firewall's netfilter tables ([`named`]), vrf's and
+//! sbr's devices, tables and rules in one container namespace ([`netns`]).
+//! `flock` needs only a file descriptor opened for reading, so whoever can
+//! open a lock file can hold it and stop every such plugin on the node.
+//! Hence:
+//!
+//! - The files live in [`DIR`], mode 0700; each file is 0600 and opened
+//!   with `O_NOFOLLOW`. The directories under `/run` are opened one by one
+//!   relative to their parent, never through a symlink, and one that is
+//!   not a directory of this user closed to others (a symlink, a file, a
+//!   directory a user made first on a world-writable `/run`) is moved aside
+//!   (`.<name>.untrusted-<pid>-<n>`, logged) and made anew.
+//! - A namespace's lock is named by the namespace's device and inode, and
+//!   the namespace file itself is never locked: nsfs files are 0444 (any
+//!   user can open `/run/netns/<name>`, a container its own
+//!   `/proc/self/ns/net`). Such a file is removed on release, so they do
+//!   not pile up; a waiter that then gets the lock of a removed file finds
+//!   the name no longer leads to it and starts again.
+//! - No wait is unbounded: a lock not granted within [`timeout`] (30 s
+//!   unless `RCNI_LOCK_TIMEOUT` says otherwise) is a CNI error, code 11
+//!   (try again later), naming the file. The wait polls `try_lock` with a
+//!   short backoff (1 ms doubling to 10 ms): no thread, no signal, and an
+//!   uncontended lock costs what a blocking `flock` does.
+//!
+//! The timeout is an environment variable, not a config key, because the
+//! locks are the node's, shared by every network and plugin that takes
+//! them: one value for the node, set where the runtime is started, as
+//! `RCNI_LOG` is.
+
+use cni_skel::CniError;
+use cni_skel::error::code;
+use nix::errno::Errno;
+use nix::fcntl::{AT_FDCWD, AtFlags, OFlag, openat, renameat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};
+use nix::unistd::{UnlinkatFlags, geteuid, unlinkat};
+use std::fs::{File, TryLockError};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The directory the lock files live in.
+pub const DIR: &str = "/run/cni-rcni/locks";
+/// The trusted parent of [`DIR`]'s own directories.
+const BASE: &str = "/run";
+/// [`DIR`] under [`BASE`], one directory at a time.
+const SUBDIRS: &[&str] = &["cni-rcni", "locks"];
+/// The environment variable that sets the wait, in seconds (a decimal
+/// number; 0 tries once).
+pub const TIMEOUT_VAR: &str = "RCNI_LOCK_TIMEOUT";
+/// The wait when [`TIMEOUT_VAR`] is not set.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest pause between two tries.
+const MAX_PAUSE: Duration = Duration::from_millis(10);
+/// Tries at making one directory or file ours before giving up (each lost
+/// only to someone replacing it again at once).
+const ATTEMPTS: usize = 4;
+
+/// A held lock: released when dropped (and its file removed, for a
+/// namespace's lock).
+#[derive(Debug)]
+pub struct Lock {
+    // Held for its flock, released when it closes: after `drop` has
+    // removed the name, so the name goes while the lock is still held.
+    #[allow(dead_code)]
+    file: File,
+    dir: OwnedFd,
+    name: String,
+    path: PathBuf,
+    remove: bool,
+}
+
+impl Lock {
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if self.remove
+            && let Err(e) = unlinkat(&self.dir, self.name.as_str(), UnlinkatFlags::NoRemoveDir)
+        {
+            log::debug!("cannot remove {}: {e}", self.path.display());
+        }
+        log::debug!("released {}", self.path.display());
+    }
+}
+
+/// The node-wide lock `<DIR>/<name>.lock` (`name`: `portmap`, `firewall`).
+///
+/// `None` when [`DIR`] cannot be made at all (a read-only `/run`, a plugin
+/// run by another user than root): then there is no one to exclude that
+/// could be excluded, and the plugin goes on unlocked, logging it.
+pub fn named(name: &str) -> Result<Option<Lock>, CniError> {
+    take(
+        Path::new(BASE),
+        SUBDIRS,
+        &format!("{name}.lock"),
+        false,
+        timeout()?,
+    )
+}
+
+/// The lock of the network namespace with device `dev` and inode `ino`
+/// (`<DIR>/netns-<dev>-<ino>.lock`, removed on release). `None` as for
+/// [`named`].
+pub fn netns(dev: u64, ino: u64) -> Result<Option<Lock>, CniError> {
+    take(
+        Path::new(BASE),
+        SUBDIRS,
+        &format!("netns-{dev}-{ino}.lock"),
+        true,
+        timeout()?,
+    )
+}
+
+/// Takes the exclusive `flock` on `file` (the lock file at `path`, kept
+/// where the caller must keep it), waiting at most [`timeout`].
+pub fn wait(file: &File, path: &Path) -> Result<(), CniError> {
+    wait_until(file, path, Instant::now(), timeout()?)
+}
+
+/// How long a lock is waited for: [`TIMEOUT_VAR`] seconds, else
+/// [`DEFAULT_TIMEOUT`]. A value that is not a number of seconds is an
+/// error (code 4) rather than a silent default.
+pub fn timeout() -> Result<Duration, CniError> {
+    parse_timeout(std::env::var_os(TIMEOUT_VAR))
+}
+
+fn parse_timeout(raw: Option<std::ffi::OsString>) -> Result<Duration, CniError> {
+    let Some(raw) = raw.filter(|v| !v.is_empty()) else {
+        return Ok(DEFAULT_TIMEOUT);
+    };
+    raw.to_str()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| {
+            CniError::new(
+                code::INVALID_ENV,
+                format!("{TIMEOUT_VAR}={raw:?} is not a number of seconds"),
+                "",
+            )
+        })
+}
+
+/// Why the lock directory could not be had.
+enum DirError {
+    /// The system refused to make it (read-only, permission): no lock.
+    Unusable(String),
+    /// It could not be made ours: an error.
+    Untrusted(String),
+}
+
+fn take(
+    base: &Path,
+    subdirs: &[&str],
+    name: &str,
+    remove: bool,
+    timeout: Duration,
+) -> Result<Option<Lock>, CniError> {
+    let mut path = base.to_path_buf();
+    subdirs.iter().for_each(|d| path.push(d));
+    let dir = match private_dir(base, subdirs) {
+        Ok(d) => d,
+        Err(DirError::Unusable(why)) => {
+            log::debug!("no lock {}: {why}", path.join(name).display());
+            return Ok(None);
+        }
+        Err(DirError::Untrusted(why)) => return Err(CniError::new(code::IO_FAILURE, why, "")),
+    };
+    hold(dir, &path, name, remove, timeout).map(Some)
+}
+
+/// Opens `base/subdirs…`, making each directory (0700) that is missing and
+/// replacing each that is not ours.
+fn private_dir(base: &Path, subdirs: &[&str]) -> Result<OwnedFd, DirError> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut dir = openat(AT_FDCWD, base, flags, Mode::empty())
+        .map_err(|e| DirError::Unusable(format!("open {}: {e}", base.display())))?;
+    let mut path = base.to_path_buf();
+    for (i, name) in subdirs.iter().enumerate() {
+        path.push(name);
+        // The lock directory itself is closed to all; the ones above it
+        // (shared with other state of ours) only to writers.
+        let closed = if i + 1 == subdirs.len() { 0o077 } else { 0o022 };
+        dir = child_dir(&dir, name, &path, closed)?;
+    }
+    Ok(dir)
+}
+
+/// Why `st` is not a directory or file of ours whose mode has none of
+/// the `closed` bits, if it is not.
+fn foreign(st: &FileStat, kind: SFlag, closed: u32) -> Option<String> {
+    let mode = st.st_mode & 0o7777;
+    if st.st_mode & SFlag::S_IFMT.bits() != kind.bits() {
+        Some("not a directory".to_string())
+    } else if st.st_uid != geteuid().as_raw() {
+        Some(format!("owned by uid {}", st.st_uid))
+    } else if mode & closed != 0 {
+        Some(format!("mode {mode:04o}"))
+    } else {
+        None
+    }
+}
+
+fn child_dir(parent: &OwnedFd, name: &str, path: &Path, closed: u32) -> Result<OwnedFd, DirError> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let unusable =
+        |what: &str, e: Errno| DirError::Unusable(format!("{what} {}: {e}", path.display()));
+    for _ in 0..ATTEMPTS {
+        let why = match openat(parent, name, flags, Mode::empty()) {
+            Ok(fd) => {
+                let st = fstat(&fd).map_err(|e| unusable("stat", e))?;
+                match foreign(&st, SFlag::S_IFDIR, closed) {
+                    None => return Ok(fd),
+                    Some(why) => why,
+                }
+            }
+            Err(Errno::ENOENT) => {
+                match mkdirat(parent, name, Mode::from_bits_truncate(0o700)) {
+                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Err(e) => return Err(unusable("create", e)),
+                }
+                continue;
+            }
+            // A symlink (O_NOFOLLOW) or anything else but a directory.
+            Err(Errno::ELOOP | Errno::ENOTDIR) => "not a directory".to_string(),
+            Err(e) => return Err(unusable("open", e)),
+        };
+        move_aside(parent, name, path, &why)?;
+    }
+    Err(DirError::Untrusted(format!(
+        "{} is replaced as soon as it is made ours",
+        path.display()
+    )))
+}
+
+/// Renames the untrusted entry `parent/name` out of the way, for the
+/// administrator to look at.
+fn move_aside(parent: &OwnedFd, name: &str, path: &Path, why: &str) -> Result<(), DirError> {
+    let aside = format!(
+        ".{name}.untrusted-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    match renameat(parent, name, parent, aside.as_str()) {
+        Ok(()) | Err(Errno::ENOENT) => {
+            log::warn!(
+                "{} was not ours ({why}): moved aside to {aside}",
+                path.display()
+            );
+            Ok(())
+        }
+        Err(e) => Err(DirError::Untrusted(format!(
+            "{} is not ours ({why}) and cannot be moved aside: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// Opens (creates, 0600) the lock file `name` in `dir`, replacing an entry
+/// that is not a file of ours closed to others.
+fn open_file(dir: &OwnedFd, name: &str, path: &Path) -> Result<File, CniError> {
+    let flags = OFlag::O_RDONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let failed = |what: &str, e: Errno| {
+        CniError::new(
+            code::IO_FAILURE,
+            format!("failed to {what} lock file {}: {e}", path.display()),
+            "",
+        )
+    };
+    for _ in 0..ATTEMPTS {
+        let why = match openat(dir, name, flags, Mode::from_bits_truncate(0o600)) {
+            Ok(fd) => {
+                let st = fstat(&fd).map_err(|e| failed("stat", e))?;
+                match foreign(&st, SFlag::S_IFREG, 0o077) {
+                    None => return Ok(File::from(fd)),
+                    Some(why) => why,
+                }
+            }
+            Err(Errno::ELOOP) => "a symlink".to_string(),
+            Err(e) => return Err(failed("open", e)),
+        };
+        log::warn!("{} was not ours ({why}): replacing it", path.display());
+        match unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => {}
+            Err(e) => return Err(failed("replace", e)),
+        }
+    }
+    Err(CniError::new(
+        code::IO_FAILURE,
+        format!("lock file {} keeps being replaced", path.display()),
+        "",
+    ))
+}
+
+/// Takes the lock `dir/name` (`dir` is the open `dir_path`).
+fn hold(
+    dir: OwnedFd,
+    dir_path: &Path,
+    name: &str,
+    remove: bool,
+    timeout: Duration,
+) -> Result<Lock, CniError> {
+    let path = dir_path.join(name);
+    let start = Instant::now();
+    loop {
+        let file = open_file(&dir, name, &path)?;
+        wait_until(&file, &path, start, timeout)?;
+        // Is the name still this file? A holder of a namespace's lock
+        // removes the file before it lets go.
+        let held = fstat(&file);
+        let named = fstatat(&dir, name, AtFlags::AT_SYMLINK_NOFOLLOW);
+        if let (Ok(a), Ok(b)) = (held, named)
+            && (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+        {
+            log::debug!("holding {}", path.display());
+            return Ok(Lock {
+                file,
+                dir,
+                name: name.to_string(),
+                path,
+                remove,
+            });
+        }
+        if start.elapsed() >= timeout {
+            return Err(timed_out(&path, timeout));
+        }
+    }
+}
+
+/// Polls `try_lock` on `file` until it is granted or `timeout` has passed
+/// since `start`.
+fn wait_until(file: &File, path: &Path, start: Instant, timeout: Duration) -> Result<(), CniError> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(e)) => {
+                return Err(CniError::new(
+                    code::IO_FAILURE,
+                    format!("failed to lock {}: {e}", path.display()),
+                    "",
+                ));
+            }
+        }
+        let waited = start.elapsed();
+        if waited >= timeout {
+            return Err(timed_out(path, timeout));
+        }
+        std::thread::sleep(pause.min(timeout - waited));
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
+}
+
+fn timed_out(path: &Path, timeout: Duration) -> CniError {
+    CniError::new(
+        code::TRY_AGAIN_LATER,
+        format!(
+            "timed out after {:?} waiting for the lock {}",
+            timeout,
+            path.display()
+        ),
+        format!("another process holds it; {TIMEOUT_VAR} sets the wait in seconds"),
+    )
+}
+
+#[cfg(test)]
+mod tests;
