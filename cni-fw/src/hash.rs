@@ -5,9 +5,13 @@ use sha2::{Digest, Sha512};
 
 /// Lowercase hex of the SHA-512 of `s`.
 pub fn sha512_hex(s: &str) -> String {
-    let digest = Sha512::digest(s.as_bytes());
-    let mut out = String::with_capacity(128);
-    for b in digest.iter() {
+    hex(&Sha512::digest(s.as_bytes()))
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
         out.push(char::from(HEX[usize::from(b >> 4)]));
         out.push(char::from(HEX[usize::from(b & 0xf)]));
     }

@@ -15,7 +15,15 @@
 //! }
 //! ```
 //!
-//! where `<id>` is `<containerID>-<ifname>`. Setup is one `nft -f -`
+//! where `<id>` is `<containerID>-<ifname>` ([`attachment_id`]) for every
+//! interface name made of letters, digits, `_` and `.` but `mac` (`eth0`,
+//! `net1`): the reference's names. Any other name is hex-encoded after a
+//! `/`, a character no container ID or interface name has:
+//! `<containerID>-/<hex of ifname>`. In the reference's scheme an ifname
+//! reached the transaction as it was, so `;`, `#`, `{` or `$` in it broke
+//! the pod's own transaction, and the ifname `eth0-mac` named the same
+//! chain as `eth0`'s MAC chain (as did `a` + `b-c` and `a-b` + `c`):
+//! one attachment's DEL flushed another's. Setup is one `nft -f -`
 //! transaction; teardown is one listing plus one transaction.
 
 use crate::exec::{self, ToolError};
@@ -31,6 +39,26 @@ const CHAIN_PREFIX: &str = "cni-br-iface-";
 /// The reference's `uniqueID(containerID, ifname)`.
 pub fn ref_id(container_id: &str, ifname: &str) -> String {
     format!("{container_id}-{ifname}")
+}
+
+/// The ID of one attachment's chains and comments: the reference's
+/// [`ref_id`] when `ifname` is made of `[A-Za-z0-9_.]` and is not `mac`,
+/// else `<containerID>-/<hex of ifname>`. No two attachments share one,
+/// and no attachment's chain is another's `-mac` chain: container IDs
+/// are `[A-Za-z0-9_.-]` (validated by the skel), so in the reference's
+/// form the last `-` ends the container ID and the interface name is
+/// never `mac`; the encoded form alone has a `/`, once.
+pub fn attachment_id(container_id: &str, ifname: &str) -> String {
+    let plain = ifname != "mac"
+        && !ifname.is_empty()
+        && ifname
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+    if plain {
+        ref_id(container_id, ifname)
+    } else {
+        format!("{container_id}-/{}", crate::hash::hex(ifname.as_bytes()))
+    }
 }
 
 fn iface_chain(id: &str) -> String {
@@ -73,7 +101,7 @@ pub fn setup(
     container_id: &str,
     ifname: &str,
 ) -> Result<(), CniError> {
-    let id = ref_id(container_id, ifname);
+    let id = attachment_id(container_id, ifname);
     crate::nft::apply(&setup_script(host_veth, container_mac, &id)).map_err(|e| {
         CniError::internal(format!("failed to setup spoof-check: {}", e.stderr.trim()))
     })
@@ -180,7 +208,7 @@ pub fn teardown_script(listing: &Listing, ids: &[&str]) -> String {
 
 /// Removes one attachment's spoof check. Nothing to remove is success.
 pub fn teardown(container_id: &str, ifname: &str) -> Result<(), CniError> {
-    let id = ref_id(container_id, ifname);
+    let id = attachment_id(container_id, ifname);
     let err = |e: ToolError| {
         CniError::internal(format!(
             "failed to teardown spoof-check: {}",
@@ -203,7 +231,12 @@ pub fn gc(
         return Ok(());
     }
     let listing = list().map_err(err)?;
-    let keep: Vec<String> = valid.iter().map(|(c, i)| ref_id(c, i)).collect();
+    // The reference's form too: a valid attachment whose rules Go made
+    // (with an ifname we encode) keeps them.
+    let keep: Vec<String> = valid
+        .iter()
+        .flat_map(|(c, i)| [attachment_id(c, i), ref_id(c, i)])
+        .collect();
     let mut stale: Vec<&str> = listing
         .base_rules
         .iter()
@@ -250,6 +283,32 @@ mod tests {
       {"rule": {"family": "bridge", "table": "nat", "chain": "PREROUTING", "handle": 9, "expr": []}},
       {"rule": {"family": "bridge", "table": "nat", "chain": "cni-br-iface-a-eth0", "handle": 5, "comment": "macspoofchk-a-eth0", "expr": []}}
     ]}"#;
+
+    #[test]
+    fn attachment_ids_are_the_references_or_encoded() {
+        assert_eq!(attachment_id("cid", "eth0"), "cid-eth0");
+        assert_eq!(attachment_id("a-b", "net1.5_x"), "a-b-net1.5_x");
+        assert_eq!(attachment_id("cid", "eth0-mac"), "cid-/657468302d6d6163");
+        assert_eq!(attachment_id("cid", "mac"), "cid-/6d6163");
+        assert_eq!(attachment_id("c", "e;#{$"), "c-/653b237b24");
+        // What collided: an ifname and another's MAC chain, and the split
+        // of `-` between container ID and ifname.
+        let chains = |c: &str, i: &str| {
+            let id = attachment_id(c, i);
+            [iface_chain(&id), mac_chain(&id)]
+        };
+        let pairs = [
+            (("c", "eth0"), ("c", "eth0-mac")),
+            (("a", "b-c"), ("a-b", "c")),
+            (("x", "eth0"), ("x-eth0", "mac")),
+            (("c", "a\"b"), ("c", "ab")),
+        ];
+        for ((c1, i1), (c2, i2)) in pairs {
+            for a in chains(c1, i1) {
+                assert!(!chains(c2, i2).contains(&a), "{c1}/{i1} {c2}/{i2}: {a}");
+            }
+        }
+    }
 
     #[test]
     fn parses_listing() {

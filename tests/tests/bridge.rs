@@ -1328,3 +1328,134 @@ fn ip_masq_second_family_failure_leaves_nothing() {
         assert!(!nat(tool).contains("CNI-"), "{tool}:\n{}", nat(tool));
     }
 }
+
+/// The bridge family's `nat` table in `host`: its chains and, per rule,
+/// `(chain, comment)`, sorted.
+fn lk_spoof_table(host: &Netns) -> (Vec<String>, Vec<(String, String)>) {
+    let out = host.exec("nft", &["-j", "list", "table", "bridge", "nat"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let (mut chains, mut rules) = (Vec::new(), Vec::new());
+    for item in v["nftables"].as_array().into_iter().flatten() {
+        if let Some(name) = item["chain"]["name"].as_str() {
+            chains.push(name.to_string());
+        }
+        if let Some(chain) = item["rule"]["chain"].as_str() {
+            let comment = item["rule"]["comment"].as_str().unwrap_or_default();
+            rules.push((chain.to_string(), comment.to_string()));
+        }
+    }
+    chains.sort();
+    rules.sort();
+    (chains, rules)
+}
+
+/// One attachment's spoof-check objects, named by `id`: its two chains and
+/// its four rules.
+fn lk_spoof_objects(id: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let (ic, mc, c) = (
+        format!("cni-br-iface-{id}"),
+        format!("cni-br-iface-{id}-mac"),
+        format!("macspoofchk-{id}"),
+    );
+    let rules = vec![
+        ("PREROUTING".to_string(), c.clone()),
+        (ic.clone(), c.clone()),
+        (mc.clone(), c.clone()),
+        (mc.clone(), c),
+    ];
+    (vec![ic, mc], rules)
+}
+
+/// The expected table holding the objects of `ids`.
+fn lk_spoof_expected(ids: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
+    let (mut chains, mut rules) = (vec!["PREROUTING".to_string()], Vec::new());
+    for id in ids {
+        let (c, r) = lk_spoof_objects(id);
+        chains.extend(c);
+        rules.extend(r);
+    }
+    chains.sort();
+    rules.sort();
+    (chains, rules)
+}
+
+fn lk_spoof_conf(w: &World, subnet: &str) -> Value {
+    w.conf(
+        Fam::V4,
+        json!({"macspoofchk": true, "ipam": {"type": "host-local",
+            "dataDir": w.data.path().display().to_string(),
+            "ranges": [[{"subnet": subnet}]]}}),
+    )
+}
+
+/// An interface name with nft syntax in it (`;`, `#`, `{`, `$`) no longer
+/// breaks the pod's own transaction (issue 25): ADD succeeds and leaves
+/// exactly its own chains and rules, under the hex-encoded name; DEL
+/// removes them all.
+#[test]
+fn lk_spoofcheck_ifname_with_nft_syntax() {
+    let Some(w) = ours("lk_spoofcheck_ifname_with_nft_syntax", 20, FIREWALL_TOOLS) else {
+        return;
+    };
+    let conf = lk_spoof_conf(&w, "10.152.20.0/24");
+    let c = w.container();
+    for ifname in ["e;#{$x", "a\"b}", "eth-1"] {
+        let out = w.inv("ADD", &conf, "lkc1", &c, ifname).run();
+        out.ok();
+        let id = format!("lkc1-/{}", cni_fw::hash::hex(ifname.as_bytes()));
+        assert_eq!(
+            lk_spoof_table(&w.host),
+            lk_spoof_expected(&[&id]),
+            "{ifname}"
+        );
+        w.inv("DEL", &conf, "lkc1", &c, ifname).run().ok();
+        assert_eq!(lk_spoof_table(&w.host), lk_spoof_expected(&[]), "{ifname}");
+    }
+}
+
+/// `eth0` and `eth0-mac` of one container: the second's chain was the
+/// first's MAC chain, which its ADD flushed and its DEL deleted (issue 25).
+/// Now both keep their own chains, and each DEL removes only its own.
+#[test]
+fn lk_spoofcheck_eth0_and_eth0_mac_coexist() {
+    let Some(w) = ours(
+        "lk_spoofcheck_eth0_and_eth0_mac_coexist",
+        21,
+        FIREWALL_TOOLS,
+    ) else {
+        return;
+    };
+    let conf = lk_spoof_conf(&w, "10.152.21.0/24");
+    let c = w.container();
+    let first = w.inv("ADD", &conf, "lkc1", &c, "eth0").run().ok();
+    let mac = first["interfaces"][2]["mac"].as_str().unwrap().to_string();
+    w.inv("ADD", &conf, "lkc1", &c, "eth0-mac").run().ok();
+    let other = format!("lkc1-/{}", cni_fw::hash::hex(b"eth0-mac"));
+    // eth0's chains keep the reference's names.
+    assert_eq!(
+        lk_spoof_table(&w.host),
+        lk_spoof_expected(&["lkc1-eth0", &other])
+    );
+    let text = w.host.exec_ok(
+        "nft",
+        &[
+            "list",
+            "chain",
+            "bridge",
+            "nat",
+            "cni-br-iface-lkc1-eth0-mac",
+        ],
+    );
+    assert!(
+        text.contains(&format!("ether saddr {mac} return")) && text.contains("drop"),
+        "{text}"
+    );
+    w.inv("DEL", &conf, "lkc1", &c, "eth0-mac").run().ok();
+    assert_eq!(lk_spoof_table(&w.host), lk_spoof_expected(&["lkc1-eth0"]));
+    // And the other way round.
+    w.inv("ADD", &conf, "lkc1", &c, "eth0-mac").run().ok();
+    w.inv("DEL", &conf, "lkc1", &c, "eth0").run().ok();
+    assert_eq!(lk_spoof_table(&w.host), lk_spoof_expected(&[&other]));
+    w.inv("DEL", &conf, "lkc1", &c, "eth0-mac").run().ok();
+    assert_eq!(lk_spoof_table(&w.host), lk_spoof_expected(&[]));
+}
