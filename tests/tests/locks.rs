@@ -66,7 +66,7 @@ chmod 0777 "$d"
 $LK_AS sh -c "$LK_HOLDER" holder "$d" $LK_PATHS </dev/null >/dev/null 2>&1 &
 hp=$!
 i=0
-while [ ! -e "$d/ready" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+while [ ! -e "$d/ready" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
 [ -e "$d/ready" ] || echo "lk-not-ready" >&2
 [ ! -e "$d/held" ] || sed 's/^/lk-held /' "$d/held" >&2
 set +e
@@ -413,13 +413,17 @@ fn holding(prefix: &str, script: &str, ready: &std::path::Path) -> Bg {
     cmd.args(["-c", &full])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null());
-    let bg = Bg(cmd.spawn().unwrap());
+    let mut bg = Bg(cmd.spawn().unwrap());
     let t = Instant::now();
     while !ready.exists() {
+        // Execs cost up to a second each under qemu's emulation.
         assert!(
-            t.elapsed() < Duration::from_secs(10),
+            t.elapsed() < Duration::from_secs(60),
             "holder not ready: {full}"
         );
+        if let Some(status) = bg.0.try_wait().unwrap() {
+            panic!("holder exited ({status}): {full}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     bg
