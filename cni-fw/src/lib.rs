@@ -6,7 +6,6 @@
 //! Every change is one transaction per backend and family: one
 //! `iptables-restore --noflush` or one `nft -f -`, never a process per rule.
 
-pub mod dbus;
 pub mod exec;
 pub mod hash;
 pub mod iptables;
@@ -15,3 +14,7 @@ pub mod nft;
 pub mod spoofcheck;
 
 pub use masq::Backend;
+
+/// The D-Bus client (crate `dbus`, wire/dbus), here for the firewall
+/// plugin's firewalld backend.
+pub use dbus;

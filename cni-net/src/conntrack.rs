@@ -113,6 +113,34 @@ pub fn delete_by_orig_dst_port(
         return Ok(0);
     }
     let mut socket = Socket::open(netlink_sys::protocols::NETLINK_NETFILTER, "conntrack")?;
+    delete_with(&mut socket, family, protocol, ports)
+}
+
+/// [`delete_by_orig_dst_port`] on a socket that sends nothing and reads
+/// `answers` as the kernel's datagrams (see `Netlink::replay`): for the
+/// fuzz targets.
+#[doc(hidden)]
+pub fn replay_delete_by_orig_dst_port(
+    answers: Vec<Vec<u8>>,
+    family: Option<IpFamily>,
+    protocol: u8,
+    ports: &[u16],
+) -> Result<usize, NetError> {
+    delete_with(
+        &mut Socket::replay("conntrack", answers),
+        family,
+        protocol,
+        ports,
+    )
+}
+
+/// The dump and the deletes of [`delete_by_orig_dst_port`] on `socket`.
+fn delete_with(
+    socket: &mut Socket,
+    family: Option<IpFamily>,
+    protocol: u8,
+    ports: &[u16],
+) -> Result<usize, NetError> {
     let dump = Nfm::conntrack(nfproto(family), ConntrackMessage::Get(Vec::new()));
     // (the entry's own family, its identity)
     let mut doomed: Vec<(NetfilterProtoFamily, Vec<ConntrackAttribute>)> = Vec::new();

@@ -108,6 +108,16 @@ impl NfTables {
         })
     }
 
+    /// A handle that sends nothing and reads `answers` as the kernel's
+    /// datagrams (see `Netlink::replay`): for the fuzz targets.
+    #[doc(hidden)]
+    pub fn replay(family: impl Into<NfFamily>, answers: Vec<Vec<u8>>) -> NfTables {
+        NfTables {
+            socket: Socket::replay("nf_tables", answers),
+            family: family.into().into(),
+        }
+    }
+
     /// True when `chain` exists in `table`. A missing table is `false`.
     pub fn chain_exists(&mut self, table: &str, chain: &str) -> Result<bool, NetError> {
         let get = ChainMessage {

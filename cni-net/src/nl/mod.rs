@@ -7,7 +7,10 @@
 //!   [`Socket::ack`] (create/set/delete), [`Socket::get`] (one object),
 //!   [`Socket::dump`] (multipart until `NLMSG_DONE`, asked again on
 //!   `NLM_F_DUMP_INTR`), errno plus the kernel's extended-ACK text in the
-//!   [`NetError`](crate::NetError), a capture mode for byte-level tests.
+//!   [`NetError`](crate::NetError), a capture mode for byte-level tests,
+//!   and a replay mode that reads canned datagrams as the kernel's answers
+//!   (`Netlink::replay`, `NfTables::replay`: the fuzz targets in
+//!   fuzz/bodies reach every answer parser through it).
 //! - [`rtm`]: [`Rtm<T>`](rtm::Rtm), an rtnetlink message type with one of
 //!   netlink-packet-route's message structs, instead of the crate's
 //!   `RouteNetlinkMessage` enum (whose encoder and parser link every

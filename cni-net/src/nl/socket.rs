@@ -19,6 +19,7 @@ use netlink_packet_core::{
     NetlinkDeserializable, NetlinkHeader, NetlinkSerializable,
 };
 use netlink_sys::{Socket as SysSocket, SocketAddr};
+use std::collections::VecDeque;
 use std::io;
 
 /// Initial receive buffer; grown when the kernel sends a larger datagram.
@@ -29,13 +30,18 @@ const DUMP_RETRIES: usize = 5;
 
 /// A blocking netlink socket.
 pub(crate) struct Socket {
-    /// `None` in capture mode: requests are recorded, nothing is sent.
+    /// `None` in replay mode: nothing is sent, requests are recorded (in
+    /// tests) and answered from `canned`.
     sys: Option<SysSocket>,
+    /// Replay mode's answers, datagram by datagram.
+    canned: VecDeque<Vec<u8>>,
     seq: u32,
     recv: Vec<u8>,
     send: Vec<u8>,
     /// Names the family in error texts ("route", "netfilter").
     what: &'static str,
+    /// The requests of replay mode, for tests to compare.
+    #[cfg(test)]
     captured: Vec<Vec<u8>>,
 }
 
@@ -44,7 +50,7 @@ impl std::fmt::Debug for Socket {
         f.debug_struct("Socket")
             .field("what", &self.what)
             .field("seq", &self.seq)
-            .field("capture", &self.sys.is_none())
+            .field("replay", &self.sys.is_none())
             .finish_non_exhaustive()
     }
 }
@@ -235,13 +241,27 @@ impl Socket {
         Socket::with(None, what)
     }
 
+    /// A socket that sends nothing and reads `answers` as the kernel's
+    /// datagrams, in order, through the same exchange as a real socket:
+    /// the fuzz targets' way into every parser of kernel answers. Each
+    /// exchange reads datagrams until its terminator (ACK, error, end of
+    /// dump); answers that run out before it fail the exchange, and an
+    /// exchange that starts with none left gets an empty ACK or dump.
+    pub(crate) fn replay(what: &'static str, answers: Vec<Vec<u8>>) -> Socket {
+        let mut s = Socket::with(None, what);
+        s.canned = answers.into();
+        s
+    }
+
     fn with(sys: Option<SysSocket>, what: &'static str) -> Socket {
         Socket {
             sys,
+            canned: VecDeque::new(),
             seq: 0,
             recv: Vec::new(),
             send: Vec::new(),
             what,
+            #[cfg(test)]
             captured: Vec::new(),
         }
     }
@@ -277,8 +297,7 @@ impl Socket {
         let seq = self.seq;
         stamp_seq(&mut self.send, seq);
         let Some(sys) = &self.sys else {
-            self.captured.push(self.send.clone());
-            return Ok(Outcome::Done);
+            return self.replay_exchange(op, seq, single, each);
         };
         let kernel = SocketAddr::new(0, 0);
         loop {
@@ -307,6 +326,33 @@ impl Socket {
                 return Ok(outcome);
             }
         }
+    }
+
+    /// [`Socket::exchange`] in replay mode: the canned datagrams instead of
+    /// the kernel's.
+    fn replay_exchange(
+        &mut self,
+        op: &str,
+        seq: u32,
+        single: bool,
+        each: &mut OnAnswer<'_>,
+    ) -> Result<Outcome, NetError> {
+        #[cfg(test)]
+        self.captured.push(self.send.clone());
+        if self.canned.is_empty() {
+            return Ok(Outcome::Done);
+        }
+        let mut exchange = Exchange::new(seq);
+        exchange.single = single;
+        while let Some(datagram) = self.canned.pop_front() {
+            if let Some(outcome) = exchange
+                .feed(&datagram, each)
+                .map_err(|f| f.into_error(op))?
+            {
+                return Ok(outcome);
+            }
+        }
+        Err(NetError::other(op, "the answer ended without a terminator"))
     }
 
     /// Sends `msg` with `flags` (plus `NLM_F_REQUEST`) and hands every

@@ -188,6 +188,19 @@ impl Netlink {
         })
     }
 
+    /// A handle that sends nothing and reads `answers` as the kernel's
+    /// datagrams, in order, through the same exchange and parsers as a
+    /// real one: the fuzz targets' way into every parser of kernel answers
+    /// (fuzz/bodies: any method the plugins call, fed any bytes). An
+    /// exchange whose answers run out before its terminator fails; once
+    /// none are left, each request gets an empty ACK or dump.
+    #[doc(hidden)]
+    pub fn replay(answers: Vec<Vec<u8>>) -> Netlink {
+        Netlink {
+            sock: Mutex::new(RouteSocket::replay("route", answers)),
+        }
+    }
+
     /// A handle that records requests instead of sending them (see
     /// [`crate::nl`]); read them with [`Netlink::captured`].
     #[cfg(test)]

@@ -242,3 +242,35 @@ fn decoded_answers_reach_the_caller() {
     assert_eq!(r, Ok(Some(Outcome::Done)));
     assert_eq!(got, vec![Rtm(RTM_NEWLINK, m)]);
 }
+
+#[test]
+fn replay_mode_reads_canned_datagrams() {
+    // A link dump over two datagrams, answering the first request (seq 1);
+    // an interrupted dump is asked again (seq 2) and read from what is left.
+    let mut m = LinkMessage::default();
+    m.header.index = 2;
+    m.attributes.push(LinkAttribute::IfName("eth0".into()));
+    let msg = Rtm(RTM_NEWLINK, m.clone());
+    let mut body = vec![0u8; msg.buffer_len()];
+    msg.serialize(&mut body);
+    let done = |seq| nlmsg(NLMSG_DONE, NLM_F_MULTIPART, seq, &0i32.to_ne_bytes());
+    let mut first = nlmsg(16, NLM_F_MULTIPART | NLM_F_DUMP_INTR, 1, &body);
+    first.extend(nlmsg(16, NLM_F_MULTIPART, 9, &body)); // not ours: skipped
+    let second = nlmsg(16, NLM_F_MULTIPART, 2, &body);
+    let answers = vec![first, done(1), second, done(2)];
+    let mut s = Socket::replay("route", answers);
+    let dump = || Rtm(RTM_GETLINK, LinkMessage::default());
+    let got = s.dump(dump, "dump", Some).unwrap();
+    assert_eq!(got, vec![Rtm(RTM_NEWLINK, m)]);
+    assert_eq!(s.captured().len(), 2);
+    // None left: an empty dump, as in capture mode.
+    assert!(s.dump(dump, "dump", Some).unwrap().is_empty());
+
+    // Answers that end before the terminator fail the exchange.
+    let mut s = Socket::replay("route", vec![nlmsg(16, NLM_F_MULTIPART, 1, &body)]);
+    let e = s.dump(dump, "list links", Some).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "list links: the answer ended without a terminator"
+    );
+}

@@ -68,9 +68,10 @@ pub enum Value {
     Other(String),
 }
 
-/// A connection to a bus, after `Hello`.
-pub struct Connection {
-    stream: BufReader<UnixStream>,
+/// A connection to a bus, after `Hello`: over a Unix socket
+/// ([`Connection::open`]), or over any byte stream ([`Connection::over`]).
+pub struct Connection<S: Read + Write = UnixStream> {
+    stream: BufReader<S>,
     serial: u32,
 }
 
@@ -159,6 +160,17 @@ impl Connection {
         let io = |e: std::io::Error| proto(format!("D-Bus connection: {e}"));
         stream.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
         stream.set_write_timeout(Some(TIMEOUT)).map_err(io)?;
+        Connection::over(stream)
+    }
+}
+
+impl<S: Read + Write> Connection<S> {
+    /// Authenticates on `stream`, already connected to a bus, and says
+    /// `Hello`. Every answer the client reads goes through here (the
+    /// fuzz target replays bytes as the bus's side of the conversation);
+    /// `stream` must bound its own waits ([`Connection::open`] sets a
+    /// timeout on its socket).
+    pub fn over(stream: S) -> Result<Connection<S>, Error> {
         let mut conn = Connection {
             stream: BufReader::new(stream),
             serial: 0,
