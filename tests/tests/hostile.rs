@@ -1864,8 +1864,7 @@ struct ReplayDaemon {
 }
 
 impl ReplayDaemon {
-    const REPLY: &[u8] =
-        include_bytes!("../../plugins/dhcp/src/netrpc/testdata/go111_add_reply.bin");
+    const REPLY: &[u8] = include_bytes!("../../wire/netrpc/testdata/go111_add_reply.bin");
     const STATUS: &[u8] = b"HTTP/1.0 200 Connected to Go RPC\n\n";
 
     fn start(socket: PathBuf) -> ReplayDaemon {

@@ -10,7 +10,7 @@
 //! panic; a daemon that is not running is reported with how to start it.
 
 use crate::daemon::config::daemon_socket_path;
-use crate::netrpc::{self, CallError};
+use crate::rpc::{self, CallError};
 use cni_skel::error::code;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, Plugin};
 use std::path::{Component, Path, PathBuf};
@@ -26,7 +26,7 @@ fn socket_path(stdin: &[u8]) -> Result<PathBuf, CniError> {
         ))
     })?;
     Ok(if path.is_empty() {
-        PathBuf::from(netrpc::DEFAULT_SOCKET)
+        PathBuf::from(rpc::DEFAULT_SOCKET)
     } else {
         PathBuf::from(path)
     })
@@ -57,8 +57,8 @@ fn absolute(path: &Path) -> PathBuf {
 }
 
 /// The RPC argument: the skel's inputs as the Go plugin forwards them.
-fn rpc_args(args: &CmdArgs) -> netrpc::CmdArgs {
-    netrpc::CmdArgs {
+fn rpc_args(args: &CmdArgs) -> rpc::CmdArgs {
+    rpc::CmdArgs {
         container_id: args.container_id.clone(),
         netns: args
             .netns
@@ -98,8 +98,8 @@ impl Plugin for Dhcp {
 
     fn add(&self, args: &CmdArgs) -> CmdResult {
         let socket = socket_path(&args.stdin)?;
-        let mut result = netrpc::allocate(&socket, &rpc_args(args))
-            .map_err(|e| call_error(netrpc::ALLOCATE, e))?;
+        let mut result =
+            rpc::allocate(&socket, &rpc_args(args)).map_err(|e| call_error(rpc::ALLOCATE, e))?;
         result.cni_version = args.cni_version().to_string();
         Ok(result.into())
     }
@@ -108,7 +108,7 @@ impl Plugin for Dhcp {
     /// (a lease lost at expiry). The result itself is not compared.
     fn check(&self, args: &CmdArgs) -> CmdResult {
         let socket = socket_path(&args.stdin)?;
-        netrpc::allocate(&socket, &rpc_args(args)).map_err(|e| call_error(netrpc::ALLOCATE, e))?;
+        rpc::allocate(&socket, &rpc_args(args)).map_err(|e| call_error(rpc::ALLOCATE, e))?;
         Ok(Output::Nothing)
     }
 
@@ -117,9 +117,9 @@ impl Plugin for Dhcp {
     /// removing the container. An unknown lease is success in the daemon.
     fn del(&self, args: &CmdArgs) -> CmdResult {
         let socket = socket_path(&args.stdin)?;
-        match netrpc::release(&socket, &rpc_args(args)) {
+        match rpc::release(&socket, &rpc_args(args)) {
             Ok(()) | Err(CallError::Unreachable { .. }) => Ok(Output::Nothing),
-            Err(e) => Err(call_error(netrpc::RELEASE, e)),
+            Err(e) => Err(call_error(rpc::RELEASE, e)),
         }
     }
 
@@ -131,17 +131,17 @@ impl Plugin for Dhcp {
         let socket = socket_path(&args.stdin)?;
         // Checked here so a bad list is the plugin's error, code 7.
         cni_skel::conf::valid_attachments(&args.stdin)?;
-        match netrpc::gc(&socket, &rpc_args(args)) {
+        match rpc::gc(&socket, &rpc_args(args)) {
             Ok(()) | Err(CallError::Unreachable { .. }) => Ok(Output::Nothing),
             Err(e) if e.is_unknown_method() => Ok(Output::Nothing),
-            Err(e) => Err(call_error(netrpc::GC, e)),
+            Err(e) => Err(call_error(rpc::GC, e)),
         }
     }
 
     /// Available when the daemon accepts connections; else code 50.
     fn status(&self, args: &CmdArgs) -> CmdResult {
         let socket = socket_path(&args.stdin)?;
-        netrpc::reachable(&socket).map_err(|e| {
+        rpc::reachable(&socket).map_err(|e| {
             CniError::new(
                 code::PLUGIN_NOT_AVAILABLE,
                 format!("DHCP daemon is not reachable: {e} ({HOW_TO_START})"),
@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn unreachable_daemon_says_how_to_start_it() {
         let e = call_error(
-            netrpc::ALLOCATE,
+            rpc::ALLOCATE,
             CallError::Unreachable {
                 socket: "/run/cni/dhcp.sock".into(),
                 source: std::io::Error::from_raw_os_error(2),
@@ -231,7 +231,10 @@ mod tests {
             e.msg
         );
         assert!(e.msg.contains("dhcp daemon") && e.msg.contains("cni-dhcp.socket"));
-        let e = call_error(netrpc::RELEASE, CallError::Remote("boom".into()));
+        let e = call_error(
+            rpc::RELEASE,
+            CallError::Rpc(netrpc::CallError::Remote("boom".into())),
+        );
         assert_eq!(e.msg, "error calling DHCP.Release: boom");
     }
 }

@@ -6,7 +6,7 @@
 use super::client::Timing;
 use super::lease::Store;
 use super::service::Daemon;
-use crate::netrpc::{CmdArgs, Service};
+use crate::rpc::{CmdArgs, Service};
 use cni_skel::CniResult;
 use std::path::PathBuf;
 use std::process::{Child, Command};

@@ -143,7 +143,7 @@ fn run(mut flags: flags::Flags) -> Result<(), String> {
 }
 
 fn serve(stream: UnixStream, daemon: &Daemon) {
-    if let Err(e) = crate::netrpc::serve_conn(stream, daemon) {
+    if let Err(e) = netrpc::serve_conn(stream, &crate::rpc::Dhcp(daemon)) {
         log::debug!("rpc connection: {e}");
     }
 }

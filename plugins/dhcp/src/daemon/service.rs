@@ -14,7 +14,7 @@ use super::client::{self, Failure, Identity, Timing};
 use super::clock::{now_secs, rfc3339};
 use super::config;
 use super::lease::{NsIdentity, Record, Reopen, Store, Times, result_of};
-use crate::netrpc::{CmdArgs, Service};
+use crate::rpc::{CmdArgs, Service};
 use cni_net::NetNs;
 use cni_skel::CniResult;
 use std::collections::{HashMap, HashSet};

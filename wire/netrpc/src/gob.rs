@@ -1,8 +1,7 @@
-//! Go's `encoding/gob`, as much of it as net/rpc between the dhcp plugin and
-//! its daemon uses: the stream framing, type definitions (`wireType`) and
-//! values of structs, slices, arrays, maps, the basic types and
-//! `GobEncoder`-style opaque bytes. Interface values are refused (none of
-//! the exchanged types has one).
+//! Go's `encoding/gob`, as much of it as net/rpc services with plain data
+//! types use: the stream framing, type definitions (`wireType`) and values
+//! of structs, slices, arrays, maps, the basic types and
+//! `GobEncoder`-style opaque bytes. Interface values are refused.
 //!
 //! Wire format, as Go writes it: a stream of messages, each a byte count
 //! followed by a signed type id. A negative id `-n` defines type `n` (a
@@ -24,9 +23,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read};
 
-/// Largest message we accept. Go allows 1 GiB; the dhcp exchange carries a
-/// network config and a result, so this only bounds what a hostile peer
-/// can make us allocate.
+/// Largest message we accept. Go allows 1 GiB; this only bounds what a
+/// hostile peer can make us allocate.
 pub const MAX_MESSAGE: u64 = 16 << 20;
 /// Nesting bound for values (types may be recursive).
 const MAX_DEPTH: usize = 64;
@@ -95,6 +93,53 @@ impl Value {
         match self {
             Value::Struct(fields) => fields.iter().find(|(n, _)| n == name).map(|(_, v)| v),
             _ => None,
+        }
+    }
+}
+
+/// A struct value's fields by name, with Go's zero for a field that was not
+/// sent, and an error naming the field for one of another type.
+pub mod field {
+    use super::Value;
+
+    /// The error text for field `name` holding `got` where `want` belongs.
+    pub fn wrong(name: &str, want: &str, got: &Value) -> String {
+        format!("field {name}: want {want}, got {got:?}")
+    }
+
+    /// A string field.
+    pub fn string(v: &Value, name: &str) -> Result<String, String> {
+        match v.field(name) {
+            None => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(other) => Err(wrong(name, "string", other)),
+        }
+    }
+
+    /// A `[]byte` field.
+    pub fn bytes(v: &Value, name: &str) -> Result<Vec<u8>, String> {
+        match v.field(name) {
+            None => Ok(Vec::new()),
+            Some(Value::Bytes(b)) => Ok(b.clone()),
+            Some(other) => Err(wrong(name, "[]byte", other)),
+        }
+    }
+
+    /// An unsigned field.
+    pub fn uint(v: &Value, name: &str) -> Result<u64, String> {
+        match v.field(name) {
+            None => Ok(0),
+            Some(Value::Uint(u)) => Ok(*u),
+            Some(other) => Err(wrong(name, "uint", other)),
+        }
+    }
+
+    /// An int field; `None` when absent (Go's nil pointer, and its zero).
+    pub fn int(v: &Value, name: &str) -> Result<Option<i64>, String> {
+        match v.field(name) {
+            None => Ok(None),
+            Some(Value::Int(i)) => Ok(Some(*i)),
+            Some(other) => Err(wrong(name, "int", other)),
         }
     }
 }

@@ -5,22 +5,19 @@
 //! Go matches struct fields by name and refuses a stream whose field of a
 //! known name has another type, even in a part of the value that is empty.
 //! So the schemas below carry exactly the fields of the Go types
-//! (`rpc.Request`, `rpc.Response`, `skel.CmdArgs`, `types100.Result`), with
+//! (`skel.CmdArgs`, `types100.Result`), with
 //! the fields newer Go versions added only where their type is certain.
 
 use super::CmdArgs;
-use super::gob::{Kind, Ty, TypeDef, Value};
 use cni_skel::{CniResult, Dns, Interface, IpConfig, Route};
 use ipnetwork::IpNetwork;
+use netrpc::gob::field::{bytes, int, string, wrong};
+use netrpc::gob::{Kind, Ty, TypeDef, Value};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-// Client to server, with the ids of a Go plugin process. `NetnsOverride`
-// (a string in newer Go) is not sent: 1.1.1 lacks it and no daemon reads it.
-pub static REQUEST: TypeDef = TypeDef {
-    id: 65,
-    name: "Request",
-    kind: Kind::Struct(&[("ServiceMethod", Ty::String), ("Seq", Ty::Uint)]),
-};
+// Client to server, with the ids of a Go plugin process (`rpc.Request` is
+// 65). `NetnsOverride` (a string in newer Go) is not sent: 1.1.1 lacks it
+// and no daemon reads it.
 pub static CMD_ARGS: TypeDef = TypeDef {
     id: 66,
     name: "CmdArgs",
@@ -34,17 +31,9 @@ pub static CMD_ARGS: TypeDef = TypeDef {
     ]),
 };
 
-// Server to client, with the ids of a Go daemon process (types reached
-// through a pointer have no name there, hence the empty ones).
-pub static RESPONSE: TypeDef = TypeDef {
-    id: 65,
-    name: "Response",
-    kind: Kind::Struct(&[
-        ("ServiceMethod", Ty::String),
-        ("Seq", Ty::Uint),
-        ("Error", Ty::String),
-    ]),
-};
+// Server to client, with the ids of a Go daemon process (`rpc.Response`
+// is 65; types reached through a pointer have no name there, hence the
+// empty ones).
 pub static RESULT: TypeDef = TypeDef {
     id: 66,
     name: "Result",
@@ -132,73 +121,7 @@ pub static EMPTY: TypeDef = TypeDef {
     kind: Kind::Struct(&[]),
 };
 
-/// `rpc.Request` and `rpc.Response` (a request has no error).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Header {
-    pub service_method: String,
-    pub seq: u64,
-    pub error: String,
-}
-
-impl Header {
-    pub fn to_value(&self) -> Value {
-        Value::Struct(vec![
-            (
-                "ServiceMethod".into(),
-                Value::String(self.service_method.clone()),
-            ),
-            ("Seq".into(), Value::Uint(self.seq)),
-            ("Error".into(), Value::String(self.error.clone())),
-        ])
-    }
-
-    pub fn from_value(v: &Value) -> Result<Header, String> {
-        Ok(Header {
-            service_method: string(v, "ServiceMethod")?,
-            seq: uint(v, "Seq")?,
-            error: string(v, "Error")?,
-        })
-    }
-}
-
 // ---- field access with Go's zero for absent fields ----
-
-fn wrong(name: &str, want: &str, got: &Value) -> String {
-    format!("field {name}: want {want}, got {got:?}")
-}
-
-fn string(v: &Value, name: &str) -> Result<String, String> {
-    match v.field(name) {
-        None => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(wrong(name, "string", other)),
-    }
-}
-
-fn bytes(v: &Value, name: &str) -> Result<Vec<u8>, String> {
-    match v.field(name) {
-        None => Ok(Vec::new()),
-        Some(Value::Bytes(b)) => Ok(b.clone()),
-        Some(other) => Err(wrong(name, "[]byte", other)),
-    }
-}
-
-fn uint(v: &Value, name: &str) -> Result<u64, String> {
-    match v.field(name) {
-        None => Ok(0),
-        Some(Value::Uint(u)) => Ok(*u),
-        Some(other) => Err(wrong(name, "uint", other)),
-    }
-}
-
-/// An int field; `None` when absent (Go's nil pointer, and its zero).
-fn int(v: &Value, name: &str) -> Result<Option<i64>, String> {
-    match v.field(name) {
-        None => Ok(None),
-        Some(Value::Int(i)) => Ok(Some(*i)),
-        Some(other) => Err(wrong(name, "int", other)),
-    }
-}
 
 fn int_as<T: TryFrom<i64>>(v: &Value, name: &str) -> Result<Option<T>, String> {
     match int(v, name)? {
