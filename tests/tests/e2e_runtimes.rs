@@ -180,8 +180,14 @@ fn build_image(dir: &Path) -> PathBuf {
 }
 
 /// Our plugins (those of the bridge + host-local + portmap networks and
-/// `extra`), copied into `<dir>/bin`.
+/// `extra`), copied into `<dir>/bin`; or, when `RCNI_E2E_CNI_BIN_DIR`
+/// names a directory, that one as it is (an untarred release, or
+/// `/usr/lib/cni` after the .deb is installed: `scripts/dist-test`), so
+/// the runtimes exec exactly the files a user installed.
 fn plugin_dir(dir: &Path, extra: &[&str]) -> PathBuf {
+    if let Some(d) = std::env::var_os("RCNI_E2E_CNI_BIN_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
     let b = dir.join("bin");
     std::fs::create_dir_all(&b).unwrap();
     for p in ["bridge", "host-local", "portmap", "loopback", "bandwidth"]
