@@ -50,14 +50,15 @@ fi || {
 }
 
 # Kernel modules: Debian's user-mode-linux keeps them in /usr/lib/uml/modules,
-# not /lib/modules (which may not even exist on the host). A module tree
+# not /lib/modules (which may not even exist on the host); a kernel that
+# tests/vm/uml-kernel fetched has them beside it (VMTEST_UML_MODULES). A module tree
 # under /run and a modprobe wrapper pointing at it serve both our explicit
 # loads and the kernel's own on-demand loads (rtnl-link-*, nft-expr-*, ...).
 # Debian's amd64 kernel (qemu) finds its own in the host's /lib/modules.
 kver=$(uname -r)
 if [ "$VMTEST_VM" = uml ]; then
     mkdir -p "/run/vm/lib/modules/$kver"
-    mount --bind "/usr/lib/uml/modules/$kver" "/run/vm/lib/modules/$kver"
+    mount --bind "${VMTEST_UML_MODULES:-/usr/lib/uml/modules}/$kver" "/run/vm/lib/modules/$kver"
     cat >/run/vm/modprobe <<EOF
 #!/bin/sh
 exec /sbin/modprobe -d /run/vm "\$@"
