@@ -41,6 +41,15 @@ pub fn ip_batch<S: AsRef<str>>(ns: &Netns, commands: &[S]) {
     );
 }
 
+/// The announcement defaults a link created in or moved into a namespace
+/// takes, off: a test that checks a plugin turned them on sets these first
+/// (a new namespace inherits init_net's IPv4 defaults, which the host may
+/// have on).
+pub const NOTIFY_OFF: &[&str] = &[
+    "net.ipv4.conf.default.arp_notify=0",
+    "net.ipv6.conf.default.ndisc_notify=0",
+];
+
 /// Sets `settings` (`net.ipv4.ip_forward=1`, as `sysctl -w` takes them)
 /// inside `ns`, writing /proc/sys from a thread that entered it (the net.*
 /// files are those of the opening thread's namespace): no process.

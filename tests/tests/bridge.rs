@@ -11,6 +11,7 @@
 
 use rcni_tests::fw_tools::Tools;
 use rcni_tests::host_local_util::DataDir;
+use rcni_tests::netns_setup::sysctls;
 use rcni_tests::{
     FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, error_msg, go_bin, skip_unless,
     skip_unless_root, skip_without_kernel_feature, unique,
@@ -935,6 +936,8 @@ fn ip_masq_both_backends() {
             json!({"isDefaultGateway": true, "ipMasq": true, "ipMasqBackend": backend}),
         );
         let c = w.container();
+        // Off first: a new namespace inherits init_net's value.
+        sysctls(&w.host, &["net.ipv4.ip_forward=0"]);
         w.add(&conf, "c1", &c);
         assert_eq!(w.host.sysctl("net/ipv4/ip_forward"), "1");
         let seen = seen_source(&c, &outside, &out_ip);

@@ -11,6 +11,7 @@ use rcni_tests::iface_util::{
     MASTER, Segment, conf, container_links, first_ip, link, master_conf, ping, skip_unless_kind,
     with_prev,
 };
+use rcni_tests::netns_setup::{NOTIFY_OFF, sysctls};
 use rcni_tests::{Netns, bin, error_msg, go_bin};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -37,6 +38,8 @@ fn l2_containers_reach_each_other_and_the_segment() {
     let plugin = seg.plugin(ours());
     let data = DataDir::new("iv1");
     let (a, b) = (Netns::new("ivc"), Netns::new("ivc"));
+    // The defaults a moved-in link takes, off: ADD must turn them on.
+    sysctls(&a, NOTIFY_OFF);
     let c = iv(&data, 21, json!({"dns": {"nameservers": ["10.124.21.53"]}}));
     let ra = plugin.add("c-a", &a, &c);
     let rb = plugin.add("c-b", &b, &c);

@@ -12,6 +12,7 @@ use rcni_tests::iface_util::{
     MASTER, PEER, Segment, container_links, eventually, first_ip, link, master_conf, neighbour,
     ping, with_prev,
 };
+use rcni_tests::netns_setup::{NOTIFY_OFF, sysctls};
 use rcni_tests::{Invocation, Netns, bin, error_msg, go_bin, skip_unless_root};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -38,6 +39,8 @@ fn bridge_mode_containers_reach_each_other_and_the_segment() {
     let plugin = seg.plugin(ours());
     let data = DataDir::new("mv1");
     let (a, b) = (Netns::new("mvc"), Netns::new("mvc"));
+    // The defaults a moved-in link takes, off: ADD must turn them on.
+    sysctls(&a, NOTIFY_OFF);
     let c = mv(&data, 1, json!({"dns": {"nameservers": ["10.124.1.53"]}}));
     let ra = plugin.add("c-a", &a, &c);
     let rb = plugin.add("c-b", &b, &c);
@@ -149,6 +152,7 @@ fn l2_without_ipam() {
     let plugin = seg.plugin(ours());
     let data = DataDir::new("mv3");
     let cont = Netns::new("mvc");
+    sysctls(&cont, NOTIFY_OFF);
     let c = l2(&data, json!({}));
     let r = plugin.add("c-l2", &cont, &c);
     assert_eq!(r["interfaces"][0]["name"], "eth0");

@@ -76,12 +76,18 @@ fn sysctls_are_the_namespaces() {
     if skip_unless("sysctls_are_the_namespaces", &["ip", "sh"]) {
         return;
     }
+    // A new namespace inherits init_net's IPv4 settings (ip_forward=1 on a
+    // host that runs containers): each value is written before it is read.
     let (a, b) = (Netns::new("vx"), Netns::new("vx"));
     let key = "net/ipv4/conf/lo/forwarding";
-    let set = format!("echo 1 > /proc/sys/{key}");
-    a.exec_ok("sh", &["-c", &set]);
-    assert_eq!(a.sysctl(key), "1");
-    assert_eq!(b.sysctl(key), "0");
+    let set =
+        |ns: &Netns, v: &str| ns.exec_ok("sh", &["-c", &format!("echo {v} > /proc/sys/{key}")]);
+    set(&b, "0");
+    set(&a, "1");
+    assert_eq!((a.sysctl(key).as_str(), b.sysctl(key).as_str()), ("1", "0"));
+    set(&b, "1");
+    set(&a, "0");
+    assert_eq!((a.sysctl(key).as_str(), b.sysctl(key).as_str()), ("0", "1"));
 }
 
 /// (device, inode) of a namespace file.

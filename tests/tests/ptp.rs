@@ -14,6 +14,7 @@
 
 use rcni_tests::fw_tools::Tools;
 use rcni_tests::host_local_util::DataDir;
+use rcni_tests::netns_setup::sysctls;
 use rcni_tests::{
     FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, error_msg, go_bin, skip_unless,
     skip_unless_root, unique,
@@ -236,6 +237,8 @@ fn add_connects_host_and_container_like_go() {
     }
     let data = DataDir::new("pt1");
     let (host, cont) = (host_ns(), container_ns());
+    // Off first (a new namespace inherits init_net's value): ADD turns it on.
+    sysctls(&host, &["net.ipv4.ip_forward=0"]);
     let c = conf(&data, "1.0.0", 1, true, false, json!({}));
     let r = add("c1", &host, &cont, &c);
     let ip = &result_ips(&r)[0];
@@ -328,6 +331,7 @@ fn ipv6_and_dual_stack_like_go() {
         let data = DataDir::new("pt3");
         let cont = container_ns();
         let c = conf(&data, "1.0.0", 3, v4, v6, json!({}));
+        sysctls(&host, &["net.ipv6.conf.all.forwarding=0"]);
         let r = add("c6", &host, &cont, &c);
         let ips = result_ips(&r);
         assert_eq!(ips.len(), usize::from(v4) + 1, "{r}");

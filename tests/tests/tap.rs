@@ -8,6 +8,7 @@
 // Everything here is test code, helpers included.
 #![cfg(test)]
 
+use rcni_tests::netns_setup::{NOTIFY_OFF, sysctls};
 use rcni_tests::{Invocation, Netns, PluginOutput, bin, skip_unless_root};
 use serde_json::{Value, json};
 
@@ -162,6 +163,9 @@ fn l3_tap_gets_the_ipam_addresses_and_routes() {
         return;
     }
     let (host, cont) = (host_ns(), Netns::new("tpc"));
+    // Off in the container first (a new namespace inherits init_net's
+    // default): ADD must turn it on.
+    sysctls(&cont, NOTIFY_OFF);
     let c = conf(
         "1.0.0",
         json!({"ipam": {"type": "static",

@@ -10,6 +10,7 @@
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use rcni_tests::netns_setup::sysctls;
 use rcni_tests::tempdir::TempDir;
 use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root, unique};
 use serde_json::{Value, json};
@@ -586,6 +587,8 @@ fn sysctl_allowlist() {
     assert_eq!(c.ns.sysctl(NS_SYSCTL), "123");
     c.run_with(&wrapper, "DEL", "cid9", &ok).ok();
     let bad = c.conf("1.0.0", json!({"sysctl": {"net.ipv4.ip_forward": "1"}}));
+    // 0 to start from: a new namespace inherits init_net's value.
+    sysctls(&c.ns, &["net.ipv4.ip_forward=0"]);
     let e = c.run_with(&wrapper, "ADD", "cid9", &bad).err();
     assert_eq!(
         e["msg"],
