@@ -23,11 +23,26 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read};
 
-/// Largest message we accept. Go allows 1 GiB; this only bounds what a
-/// hostile peer can make us allocate.
-pub const MAX_MESSAGE: u64 = 16 << 20;
-/// Nesting bound for values (types may be recursive).
-const MAX_DEPTH: usize = 64;
+/// Largest message we accept: 1 MiB. Go allows 1 GiB; a real call is a
+/// few KiB (the dhcp plugin's largest, an ADD whose argument carries the
+/// network config, is its config's size plus about 600 bytes), so this
+/// only bounds what a hostile peer can make us read and hold.
+pub const MAX_MESSAGE: u64 = 1 << 20;
+/// Most memory one value may take once decoded: 2 MiB, counted as it is
+/// built (each element's `Value`, each field's name, each string's and
+/// byte slice's bytes), and charged before a slice or map is allocated.
+/// A slice of one-byte elements costs 32 bytes an element decoded, so
+/// its length is bounded by this, not only by the bytes that carry it.
+pub const MAX_DECODED: usize = 2 << 20;
+/// Nesting bound for values below the top-level one (types may be
+/// recursive). Decoding keeps its work on the heap, not the call stack,
+/// so the bound is for what the value's users (drop, comparisons) recurse
+/// through.
+pub const MAX_DEPTH: usize = 64;
+/// Type definitions one stream may carry: at most 64, of at most 64 KiB
+/// in all (Go's net/rpc sends one or two per direction, a CNI result 11).
+pub const MAX_TYPES: usize = 64;
+pub const MAX_TYPE_BYTES: usize = 64 << 10;
 
 // Type ids every gob stream knows without definitions (Go's type.go).
 pub const BOOL: i64 = 1;
@@ -88,6 +103,23 @@ pub enum Value {
 }
 
 impl Value {
+    /// The kind of value, in Go's words, for error texts.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::Bool(_) => "bool",
+            Value::Int(_) => "int",
+            Value::Uint(_) => "uint",
+            Value::Float(_) => "float",
+            Value::Complex(..) => "complex",
+            Value::Bytes(_) => "[]byte",
+            Value::String(_) => "string",
+            Value::Struct(_) => "struct",
+            Value::Slice(_) => "slice",
+            Value::Map(_) => "map",
+            Value::Opaque(_) => "opaque bytes",
+        }
+    }
+
     /// A struct's field, if it was sent.
     pub fn field(&self, name: &str) -> Option<&Value> {
         match self {
@@ -102,9 +134,10 @@ impl Value {
 pub mod field {
     use super::Value;
 
-    /// The error text for field `name` holding `got` where `want` belongs.
+    /// The error text for field `name` holding `got` where `want` belongs
+    /// (its kind, not its contents: those are the peer's, and may be large).
     pub fn wrong(name: &str, want: &str, got: &Value) -> String {
-        format!("field {name}: want {want}, got {got:?}")
+        format!("field {name}: want {want}, got {}", got.kind())
     }
 
     /// A string field.
@@ -187,11 +220,13 @@ impl<'a> Cursor<'a> {
         Ok(unzigzag(self.uint()?))
     }
 
-    /// A count of things that each take at least one byte: never more
-    /// than what is left, so a hostile count cannot make us allocate.
-    fn count(&mut self) -> Result<usize, Error> {
+    /// A count of things that each take at least `each` bytes (1 for a
+    /// byte or a slice element, 2 for a map entry): never more than what
+    /// is left can hold, so no element is free and a hostile count cannot
+    /// make us allocate beyond the message.
+    fn count(&mut self, each: u64) -> Result<usize, Error> {
         let n = self.uint()?;
-        if n > self.remaining() as u64 {
+        if n.saturating_mul(each) > self.remaining() as u64 {
             return malformed(format!(
                 "count {n} exceeds the {} bytes left",
                 self.remaining()
@@ -201,7 +236,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn bytes(&mut self) -> Result<&'a [u8], Error> {
-        let n = self.count()?;
+        let n = self.count(1)?;
         let out = &self.bytes[self.pos..self.pos + n];
         self.pos += n;
         Ok(out)
@@ -358,7 +393,7 @@ fn read_wire_type(c: &mut Cursor<'_>) -> Result<(i64, WireType), Error> {
                         id = read_common(c)?;
                         return Ok(());
                     }
-                    for _ in 0..c.count()? {
+                    for _ in 0..c.count(1)? {
                         let (mut name, mut fid) = (String::new(), 0);
                         read_fields(c, 2, |c, g| {
                             match g {
@@ -410,6 +445,135 @@ fn read_wire_type(c: &mut Cursor<'_>) -> Result<(i64, WireType), Error> {
 #[derive(Debug, Default)]
 pub struct Decoder {
     types: HashMap<i64, WireType>,
+    /// Bytes of the definition messages received (at most MAX_TYPE_BYTES).
+    type_bytes: usize,
+}
+
+/// What is left of a value's MAX_DECODED bytes.
+struct Budget(usize);
+
+impl Budget {
+    fn charge(&mut self, n: usize) -> Result<(), Error> {
+        match self.0.checked_sub(n) {
+            Some(left) => {
+                self.0 = left;
+                Ok(())
+            }
+            None => malformed(format!("value larger than {MAX_DECODED} bytes decoded")),
+        }
+    }
+
+    /// `n` items of `T`, before a `Vec` of them is allocated.
+    fn charge_items<T>(&mut self, n: usize) -> Result<(), Error> {
+        self.charge(n.saturating_mul(std::mem::size_of::<T>()))
+    }
+}
+
+/// A composite value being decoded: its parts so far and what comes next.
+enum Frame<'t> {
+    Struct {
+        fields: &'t [(String, i64)],
+        /// The field being read (-1 before the first).
+        num: i64,
+        out: Vec<(String, Value)>,
+    },
+    /// A slice or an array: `left` elements still to come.
+    Seq {
+        elem: i64,
+        left: usize,
+        items: Vec<Value>,
+    },
+    Map {
+        key: i64,
+        elem: i64,
+        left: usize,
+        items: Vec<(Value, Value)>,
+        /// The key whose element comes next.
+        key_done: Option<Value>,
+    },
+}
+
+impl Frame<'_> {
+    /// The type of the next part, reading a struct's field number; `None`
+    /// when the value is complete.
+    fn want(&mut self, c: &mut Cursor<'_>) -> Result<Option<i64>, Error> {
+        Ok(match self {
+            Frame::Struct { fields, num, .. } => {
+                let delta = c.uint()?;
+                if delta == 0 {
+                    return Ok(None);
+                }
+                let next = i64::try_from(delta).ok().and_then(|d| num.checked_add(d));
+                let Some((n, (_, id))) =
+                    next.and_then(|n| Some((n, fields.get(usize::try_from(n).ok()?)?)))
+                else {
+                    return malformed(format!("field number out of range (delta {delta})"));
+                };
+                *num = n;
+                Some(*id)
+            }
+            Frame::Seq { elem, left, .. } => {
+                if *left == 0 {
+                    return Ok(None);
+                }
+                *left -= 1;
+                Some(*elem)
+            }
+            Frame::Map {
+                key,
+                elem,
+                left,
+                key_done,
+                ..
+            } => {
+                if key_done.is_some() {
+                    Some(*elem)
+                } else if *left == 0 {
+                    None
+                } else {
+                    *left -= 1;
+                    Some(*key)
+                }
+            }
+        })
+    }
+
+    /// Takes the part `want` asked for.
+    fn accept(&mut self, v: Value, budget: &mut Budget) -> Result<(), Error> {
+        match self {
+            Frame::Struct { fields, num, out } => {
+                let name = usize::try_from(*num)
+                    .ok()
+                    .and_then(|n| fields.get(n))
+                    .map_or("", |(name, _)| name.as_str());
+                budget.charge(std::mem::size_of::<(String, Value)>() + name.len())?;
+                out.push((name.to_string(), v));
+            }
+            // Charged when allocated.
+            Frame::Seq { items, .. } => items.push(v),
+            Frame::Map {
+                items, key_done, ..
+            } => match key_done.take() {
+                None => *key_done = Some(v),
+                Some(k) => items.push((k, v)),
+            },
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Value {
+        match self {
+            Frame::Struct { out, .. } => Value::Struct(out),
+            Frame::Seq { items, .. } => Value::Slice(items),
+            Frame::Map { items, .. } => Value::Map(items),
+        }
+    }
+}
+
+/// A value's start: a basic value is complete at once.
+enum Start<'t> {
+    Done(Value),
+    Frame(Frame<'t>),
 }
 
 impl Decoder {
@@ -429,6 +593,12 @@ impl Decoder {
             };
             let id = c.int()?;
             if id < 0 {
+                self.type_bytes += msg.len();
+                if self.types.len() >= MAX_TYPES || self.type_bytes > MAX_TYPE_BYTES {
+                    return malformed(format!(
+                        "more than {MAX_TYPES} type definitions or {MAX_TYPE_BYTES} bytes of them on one stream"
+                    ));
+                }
                 self.define(id, &mut c)?;
             } else {
                 let v = self.top_level(id, &mut c)?;
@@ -457,79 +627,121 @@ impl Decoder {
     }
 
     fn top_level(&self, id: i64, c: &mut Cursor<'_>) -> Result<Value, Error> {
-        if let Some(WireType::Struct { fields }) = self.types.get(&id) {
-            return self.decode_struct(fields, c, 0);
-        }
-        // Anything else is sent as a struct with one field: a 0 delta first.
-        if c.uint()? != 0 {
+        // Anything but a struct is sent as a struct with one field: a 0
+        // delta first.
+        if !matches!(self.types.get(&id), Some(WireType::Struct { .. })) && c.uint()? != 0 {
             return malformed("a non-struct value must start with a 0 delta");
         }
-        self.decode(id, c, 0)
+        let mut budget = Budget(MAX_DECODED);
+        self.decode(id, c, &mut budget)
     }
 
-    fn decode(&self, id: i64, c: &mut Cursor<'_>, depth: usize) -> Result<Value, Error> {
-        if depth > MAX_DEPTH {
-            return malformed("values nested too deep");
+    /// Decodes a value of type `id` without recursion: the composite values
+    /// being read are frames on a stack of at most MAX_DEPTH + 1 (the
+    /// top-level value and those nested in it), on the heap.
+    fn decode(&self, id: i64, c: &mut Cursor<'_>, budget: &mut Budget) -> Result<Value, Error> {
+        let mut stack: Vec<Frame<'_>> = Vec::new();
+        let mut next = id;
+        loop {
+            let mut done = match self.start(next, c, budget)? {
+                Start::Done(v) => Some(v),
+                Start::Frame(f) => {
+                    if stack.len() > MAX_DEPTH {
+                        return malformed("values nested too deep");
+                    }
+                    stack.push(f);
+                    None
+                }
+            };
+            // Hand each complete value to its parent until one wants a part.
+            loop {
+                let Some(top) = stack.last_mut() else {
+                    return match done {
+                        Some(v) => Ok(v),
+                        None => malformed("no value"),
+                    };
+                };
+                if let Some(v) = done.take() {
+                    top.accept(v, budget)?;
+                }
+                match top.want(c)? {
+                    Some(id) => {
+                        next = id;
+                        break;
+                    }
+                    None => done = stack.pop().map(Frame::finish),
+                }
+            }
         }
-        Ok(match id {
+    }
+
+    /// Reads a basic value whole, or the start of a composite one.
+    fn start(&self, id: i64, c: &mut Cursor<'_>, budget: &mut Budget) -> Result<Start<'_>, Error> {
+        let mut bytes = |c: &mut Cursor<'_>| -> Result<Vec<u8>, Error> {
+            let b = c.bytes()?;
+            budget.charge(b.len())?;
+            Ok(b.to_vec())
+        };
+        Ok(Start::Done(match id {
             BOOL => Value::Bool(c.uint()? != 0),
             INT => Value::Int(c.int()?),
             UINT => Value::Uint(c.uint()?),
             FLOAT => Value::Float(c.float()?),
             COMPLEX => Value::Complex(c.float()?, c.float()?),
-            BYTES => Value::Bytes(c.bytes()?.to_vec()),
-            STRING => Value::String(c.string()?),
+            BYTES => Value::Bytes(bytes(c)?),
+            STRING => {
+                let b = c.bytes()?;
+                budget.charge(b.len())?;
+                let s = String::from_utf8_lossy(b).into_owned();
+                // Invalid UTF-8 grows: each bad byte is 3 of U+FFFD.
+                budget.charge(s.len().saturating_sub(b.len()))?;
+                Value::String(s)
+            }
             INTERFACE => return malformed("interface values are not supported"),
             _ => match self.types.get(&id) {
                 None => return malformed(format!("unknown type id {id}")),
-                Some(WireType::Struct { fields }) => self.decode_struct(fields, c, depth + 1)?,
+                Some(WireType::Struct { fields }) => {
+                    return Ok(Start::Frame(Frame::Struct {
+                        fields,
+                        num: -1,
+                        out: Vec::new(),
+                    }));
+                }
                 Some(WireType::Slice { elem }) => {
-                    let n = c.count()?;
-                    let mut items = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        items.push(self.decode(*elem, c, depth + 1)?);
-                    }
-                    Value::Slice(items)
+                    let n = c.count(1)?;
+                    budget.charge_items::<Value>(n)?;
+                    return Ok(Start::Frame(Frame::Seq {
+                        elem: *elem,
+                        left: n,
+                        items: Vec::with_capacity(n),
+                    }));
                 }
                 Some(WireType::Array { elem, len }) => {
-                    let n = c.count()?;
+                    let n = c.count(1)?;
                     if n as u64 != *len {
                         return malformed(format!("array of {len} sent with {n} elements"));
                     }
-                    let mut items = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        items.push(self.decode(*elem, c, depth + 1)?);
-                    }
-                    Value::Slice(items)
+                    budget.charge_items::<Value>(n)?;
+                    return Ok(Start::Frame(Frame::Seq {
+                        elem: *elem,
+                        left: n,
+                        items: Vec::with_capacity(n),
+                    }));
                 }
                 Some(WireType::Map { key, elem }) => {
-                    let n = c.count()?;
-                    let mut items = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        let k = self.decode(*key, c, depth + 1)?;
-                        let v = self.decode(*elem, c, depth + 1)?;
-                        items.push((k, v));
-                    }
-                    Value::Map(items)
+                    let n = c.count(2)?;
+                    budget.charge_items::<(Value, Value)>(n)?;
+                    return Ok(Start::Frame(Frame::Map {
+                        key: *key,
+                        elem: *elem,
+                        left: n,
+                        items: Vec::with_capacity(n),
+                        key_done: None,
+                    }));
                 }
-                Some(WireType::Opaque) => Value::Opaque(c.bytes()?.to_vec()),
+                Some(WireType::Opaque) => Value::Opaque(bytes(c)?),
             },
-        })
-    }
-
-    fn decode_struct(
-        &self,
-        fields: &[(String, i64)],
-        c: &mut Cursor<'_>,
-        depth: usize,
-    ) -> Result<Value, Error> {
-        let mut out = Vec::new();
-        read_fields(c, fields.len(), |c, n| {
-            let (name, id) = &fields[n];
-            out.push((name.clone(), self.decode(*id, c, depth)?));
-            Ok(())
-        })?;
-        Ok(Value::Struct(out))
+        }))
     }
 }
 
@@ -618,10 +830,21 @@ impl Encoder {
         def: &'static TypeDef,
         value: &Value,
     ) -> Result<(), Error> {
+        if !matches!(def.kind, Kind::Struct(_)) {
+            // Go sends other values after a 0 field delta; ours are structs.
+            return malformed(format!("{:?}: only structs are sent", def.name));
+        }
         self.send_type(out, def)?;
         let mut body = Vec::new();
         put_int(&mut body, def.id);
         encode_value(&mut body, Ty::Def(def), value)?;
+        // What our decoder would refuse, a peer like it would too.
+        if body.len() as u64 > MAX_MESSAGE {
+            return malformed(format!(
+                "a message of {} bytes (at most {MAX_MESSAGE})",
+                body.len()
+            ));
+        }
         put_message(out, &body);
         Ok(())
     }

@@ -11,13 +11,22 @@
 //! (method, sequence number) and the argument, each answered by an
 //! `rpc.Response` (method, sequence number, error text) and the reply, all
 //! gob values on one gob stream per direction ([`gob`]).
+//!
+//! Peers may be hostile. Whatever they send, the decoder holds at most a
+//! message of [`gob::MAX_MESSAGE`] and a value of [`gob::MAX_DECODED`]
+//! (nested at most [`gob::MAX_DEPTH`] levels, decoded without recursion),
+//! and [`gob::MAX_TYPES`] definitions a stream; the server ([`serve`])
+//! runs at most [`Limits::max_conns`] connections and drops a peer that
+//! has not sent its request by [`Limits::deadline`].
 
 pub mod gob;
 
 use gob::{Kind, Ty, TypeDef, Value, field};
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 const CONNECT: &[u8] = b"CONNECT /_goRPC_ HTTP/1.0\n\n";
 const RPC_PATH: &str = "/_goRPC_";
@@ -241,17 +250,103 @@ pub trait Service {
     fn call(&self, method: &str, args: &Value) -> Option<Result<Reply, String>>;
 }
 
+/// A server's bounds against its peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; while this many are open, the server
+    /// accepts no more (they wait in the socket's listen queue, which the
+    /// kernel bounds).
+    pub max_conns: usize,
+    /// How long a peer has to send its request (from the connection, or
+    /// from the previous answer: the HTTP head, then header and body
+    /// whole) and to take our answer. A peer that sends nothing, or stops
+    /// mid-message, or trickles, is dropped when it has passed. The
+    /// service's own work is not bounded by it.
+    pub deadline: Duration,
+    /// Stack of each connection's thread.
+    pub stack_size: usize,
+}
+
+impl Default for Limits {
+    /// 32 connections, 30 s, 256 KiB: a Go client sends its request as
+    /// soon as the handshake is answered, so 30 s leaves room for a loaded
+    /// node; decoding needs little stack.
+    fn default() -> Self {
+        Limits {
+            max_conns: 32,
+            deadline: Duration::from_secs(30),
+            stack_size: 256 * 1024,
+        }
+    }
+}
+
+/// A connection whose reads and writes must be done by a deadline: each
+/// read or write waits at most the time left.
+struct Timed {
+    stream: UnixStream,
+    deadline: Instant,
+}
+
+impl Timed {
+    fn left(&self) -> io::Result<Duration> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the peer did not send its request in time",
+            ));
+        }
+        Ok(left)
+    }
+
+    fn timed_out(e: io::Error) -> io::Error {
+        match e.kind() {
+            io::ErrorKind::WouldBlock => io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the peer did not send its request in time",
+            ),
+            _ => e,
+        }
+    }
+}
+
+impl Read for Timed {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.set_read_timeout(Some(self.left()?))?;
+        self.stream.read(buf).map_err(Timed::timed_out)
+    }
+}
+
+impl Write for Timed {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.set_write_timeout(Some(self.left()?))?;
+        self.stream.write(buf).map_err(Timed::timed_out)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Serves one connection: the HTTP CONNECT handshake, then requests until
 /// the peer closes. Returns `Ok` when it does (or after refusing a request
 /// that is not a CONNECT to `/_goRPC_`, answered as Go's server does), and
-/// an error when the stream breaks or is not gob. Call it on a thread per
-/// connection: it blocks while `service` works.
-pub fn serve_conn(stream: UnixStream, service: &impl Service) -> io::Result<()> {
-    let mut reader = BufReader::new(stream);
+/// an error when the stream breaks, is not gob, or the peer misses the
+/// deadline (`deadline` for each request, see [`Limits`]). Call it on a
+/// thread per connection: it blocks while `service` works.
+pub fn serve_conn(
+    stream: UnixStream,
+    service: &impl Service,
+    deadline: Duration,
+) -> io::Result<()> {
+    let mut reader = BufReader::new(Timed {
+        stream,
+        deadline: Instant::now() + deadline,
+    });
     let request_line = read_http_head(&mut reader)?;
     let mut words = request_line.split(' ');
     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let mut writer = reader.get_ref();
+    let writer = reader.get_mut();
     if path != RPC_PATH {
         writer.write_all(b"HTTP/1.0 404 Not Found\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n404 page not found\n")?;
         return Ok(());
@@ -289,7 +384,84 @@ pub fn serve_conn(stream: UnixStream, service: &impl Service) -> io::Result<()> 
             .encode(&mut out, &RESPONSE, &response.to_value())
             .and_then(|()| encoder.encode(&mut out, reply.def, &reply.value))
             .map_err(|e| invalid(e.to_string()))?;
-        reader.get_ref().write_all(&out)?;
+        // The answer, and the next request, within a deadline of their own.
+        let timed = reader.get_mut();
+        timed.deadline = Instant::now() + deadline;
+        timed.write_all(&out)?;
+    }
+}
+
+/// Connections being served, at most `max`.
+struct Slots {
+    open: Mutex<usize>,
+    freed: Condvar,
+    max: usize,
+}
+
+impl Slots {
+    /// Waits until fewer than `max` connections are open, then counts one.
+    fn take(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        while *open >= self.max {
+            open = self.freed.wait(open).unwrap_or_else(|p| p.into_inner());
+        }
+        *open += 1;
+    }
+
+    fn give_back(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        *open = open.saturating_sub(1);
+        self.freed.notify_one();
+    }
+}
+
+/// Gives the slot back when the connection's thread ends, however.
+struct Slot(Arc<Slots>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.give_back();
+    }
+}
+
+/// The accept loop: serves each connection on a thread of its own
+/// (`serve_conn`), at most `limits.max_conns` at once. Never returns:
+/// accept errors (out of file descriptors) are logged and retried after a
+/// pause.
+pub fn serve<S>(listener: &UnixListener, service: Arc<S>, limits: Limits) -> !
+where
+    S: Service + Send + Sync + 'static,
+{
+    let slots = Arc::new(Slots {
+        open: Mutex::new(0),
+        freed: Condvar::new(),
+        max: limits.max_conns.max(1),
+    });
+    loop {
+        slots.take();
+        let slot = Slot(Arc::clone(&slots));
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                log::warn!("accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let service = Arc::clone(&service);
+        let spawned = std::thread::Builder::new()
+            .name("rpc-conn".into())
+            .stack_size(limits.stack_size)
+            .spawn(move || {
+                let _slot = slot;
+                if let Err(e) = serve_conn(stream, &*service, limits.deadline) {
+                    log::debug!("rpc connection: {e}");
+                }
+            });
+        if let Err(e) = spawned {
+            // The connection (and its slot) went with the closure.
+            log::error!("start an rpc connection thread: {e}");
+        }
     }
 }
 

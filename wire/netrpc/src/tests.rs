@@ -8,6 +8,7 @@
 
 use super::*;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 const ADD_REQUEST: &[u8] = include_bytes!("../testdata/go111_add_request.bin");
 const ADD_REPLY: &[u8] = include_bytes!("../testdata/go111_add_reply.bin");
@@ -18,6 +19,7 @@ const UNKNOWN_REQUEST: &[u8] = include_bytes!("../testdata/go111_unknown_method_
 const UNKNOWN_REPLY: &[u8] = include_bytes!("../testdata/go111_unknown_method_reply.bin");
 
 const STATUS_LINE: &[u8] = b"HTTP/1.0 200 Connected to Go RPC\n\n";
+const DEADLINE: Duration = Duration::from_secs(30);
 
 /// The argument type of the captured calls, as the Go client numbered it.
 static ARGS: TypeDef = TypeDef {
@@ -171,7 +173,7 @@ fn serve_bytes(service: &impl Service, request: &[u8]) -> Vec<u8> {
     let (ours, theirs) = UnixStream::pair().unwrap();
     (&theirs).write_all(request).unwrap();
     theirs.shutdown(std::net::Shutdown::Write).unwrap();
-    serve_conn(ours, service).unwrap();
+    serve_conn(ours, service, DEADLINE).unwrap();
     let mut out = Vec::new();
     (&theirs).read_to_end(&mut out).unwrap();
     out
@@ -200,7 +202,7 @@ fn client_and_server_several_calls_on_one_connection() {
     let fake = Fake::default();
     let (_, args) = decode_request(ADD_REQUEST);
     std::thread::scope(|s| {
-        let server = s.spawn(|| serve_conn(b, &fake));
+        let server = s.spawn(|| serve_conn(b, &fake, DEADLINE));
         let mut client = Client::from_stream(a).unwrap();
         assert_eq!(client.call("DHCP.Echo", &ARGS, &args).unwrap(), args);
         assert_eq!(client.call("DHCP.Echo", &ARGS, &args).unwrap(), args);
@@ -237,7 +239,7 @@ fn server_refuses_other_http_requests_as_go() {
     let (ours, theirs) = UnixStream::pair().unwrap();
     (&theirs).write_all(&[0xff; 9000]).unwrap();
     drop(theirs);
-    assert!(serve_conn(ours, &Fake::default()).is_err());
+    assert!(serve_conn(ours, &Fake::default(), DEADLINE).is_err());
 }
 
 #[test]
@@ -426,6 +428,300 @@ fn server_survives_mutated_requests() {
         let (ours, theirs) = UnixStream::pair().unwrap();
         (&theirs).write_all(&m).unwrap();
         theirs.shutdown(std::net::Shutdown::Write).unwrap();
-        let _ = serve_conn(ours, &fake);
+        let _ = serve_conn(ours, &fake, DEADLINE);
     }
+}
+
+// ---- bounds (issue 25: the daemon's RPC decoder) ----
+
+/// `struct U { F []U }`, for nesting.
+static NESTED_SLICES: TypeDef = TypeDef {
+    id: 65,
+    name: "U",
+    kind: Kind::Struct(&[("F", Ty::Def(&SLICE_OF_NESTED_SLICES))]),
+};
+static SLICE_OF_NESTED_SLICES: TypeDef = TypeDef {
+    id: 66,
+    name: "",
+    kind: Kind::Slice(Ty::Def(&NESTED_SLICES)),
+};
+/// `struct { S []int }`, for long slices of one-byte elements.
+static INTS: TypeDef = TypeDef {
+    id: 65,
+    name: "",
+    kind: Kind::Struct(&[("S", Ty::Def(&INT_SLICE))]),
+};
+static INT_SLICE: TypeDef = TypeDef {
+    id: 66,
+    name: "",
+    kind: Kind::Slice(Ty::Int),
+};
+
+/// A message: the length, then the body.
+fn message(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    gob::put_uint(&mut out, body.len() as u64);
+    out.extend_from_slice(body);
+    out
+}
+
+/// `struct U { F []U }` nested `pairs` times below the top: each a
+/// struct and a one-element slice.
+fn nested_slices(pairs: usize) -> Vec<u8> {
+    let mut v = Value::Struct(Vec::new());
+    for _ in 0..pairs {
+        v = Value::Struct(vec![("F".into(), Value::Slice(vec![v]))]);
+    }
+    let mut out = Vec::new();
+    gob::Encoder::new()
+        .encode(&mut out, &NESTED_SLICES, &v)
+        .unwrap();
+    out
+}
+
+/// `struct T { F T }` (a value Go cannot make, but a peer can send)
+/// nested `depth` levels below the top.
+fn nested_structs(depth: usize) -> Vec<u8> {
+    // wireType{StructT: structType{CommonType{Id: 65}, Field: [{F, 65}]}}
+    let mut out = message(&[
+        0xff, 0x81, 0x03, 0x01, 0x02, 0xff, 0x82, 0x00, 0x01, 0x01, 0x01, 0x01, b'F', 0x01, 0xff,
+        0x82, 0x00, 0x00, 0x00,
+    ]);
+    let mut value = vec![0xff, 0x82];
+    value.extend(std::iter::repeat_n(0x01, depth)); // field F, each level
+    value.extend(std::iter::repeat_n(0x00, depth + 1)); // each level's end
+    out.extend(message(&value));
+    out
+}
+
+/// `map[int]M` with `M` itself, nested `depth` levels below the top.
+fn nested_maps(depth: usize) -> Vec<u8> {
+    // wireType{MapT: mapType{CommonType{Id: 65}, Key: int, Elem: 65}}
+    let mut out = message(&[
+        0xff, 0x81, 0x04, 0x01, 0x02, 0xff, 0x82, 0x00, 0x01, 0x04, 0x01, 0xff, 0x82, 0x00, 0x00,
+    ]);
+    let mut value = vec![0xff, 0x82, 0x00];
+    for _ in 0..depth {
+        value.extend_from_slice(&[0x01, 0x00]); // one entry, key 0
+    }
+    value.push(0x00);
+    out.extend(message(&value));
+    out
+}
+
+/// Decodes `stream` (then drops the value and reads it as a header, as
+/// the server does) on a thread with the dhcp daemon's 256 KiB stack.
+fn decode_on_small_stack(stream: Vec<u8>) -> Result<usize, String> {
+    std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || decode_all(&stream).map_err(|e| e.to_string()))
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+/// Values nested as deep as allowed, in each shape, decode on the
+/// daemon's stack size (before the fix, 64 levels of structs overflowed
+/// it in a debug build and aborted the process); one level more is an
+/// error, in every shape.
+#[test]
+fn nesting_is_bounded_and_never_overflows_the_stack() {
+    for (shape, ok, deeper) in [
+        (
+            "struct in struct",
+            nested_structs(gob::MAX_DEPTH),
+            nested_structs(gob::MAX_DEPTH + 1),
+        ),
+        (
+            "slices of structs",
+            nested_slices(gob::MAX_DEPTH / 2),
+            nested_slices(gob::MAX_DEPTH / 2 + 1),
+        ),
+        (
+            "map of maps",
+            nested_maps(gob::MAX_DEPTH),
+            nested_maps(gob::MAX_DEPTH + 1),
+        ),
+    ] {
+        assert_eq!(decode_on_small_stack(ok), Ok(1), "{shape}");
+        let e = decode_on_small_stack(deeper).unwrap_err();
+        assert!(e.contains("too deep"), "{shape}: {e}");
+    }
+}
+
+/// A struct holding `n` zero ints (one byte each), with its definitions.
+fn ints(n: usize) -> Vec<u8> {
+    let v = Value::Struct(vec![("S".into(), Value::Slice(vec![Value::Int(0); n]))]);
+    let mut out = Vec::new();
+    gob::Encoder::new().encode(&mut out, &INTS, &v).unwrap();
+    out
+}
+
+/// One-byte elements cost a `Value` each decoded: a slice's length is
+/// charged against MAX_DECODED before it is allocated (before the fix a
+/// 16 MiB message of them became 512 MiB).
+#[test]
+fn decoded_size_is_bounded_before_allocation() {
+    let per = std::mem::size_of::<Value>();
+    assert_eq!(decode_all(&ints(gob::MAX_DECODED / per - 10)).unwrap(), 1);
+    let e = decode_all(&ints(gob::MAX_DECODED / per))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bytes decoded"), "{e}");
+    // Invalid UTF-8 triples when made a string: charged as it grows.
+    static S: TypeDef = TypeDef {
+        id: 65,
+        name: "",
+        kind: Kind::Struct(&[("S", Ty::Bytes)]),
+    };
+    let mut out = Vec::new();
+    let bad = vec![0xffu8; 900 << 10];
+    gob::Encoder::new()
+        .encode(
+            &mut out,
+            &S,
+            &Value::Struct(vec![("S".into(), Value::Bytes(bad))]),
+        )
+        .unwrap();
+    assert_eq!(decode_all(&out).unwrap(), 1); // as bytes: 900 KiB
+    // The same bytes as a string (type id 6 in the definition).
+    let at = out.windows(2).position(|w| w == [0x01, 0x0a]).unwrap();
+    out[at + 1] = 0x0c;
+    let e = decode_all(&out).unwrap_err().to_string();
+    assert!(e.contains("bytes decoded"), "{e}");
+    // A map's count is bounded by 2 bytes an entry: 3 entries in 3 bytes.
+    let mut maps = nested_maps(0);
+    maps.truncate(maps.len() - 5); // the empty map's message
+    maps.extend(message(&[0xff, 0x82, 0x00, 0x03, 0x00, 0x00, 0x00]));
+    let e = decode_all(&maps).unwrap_err().to_string();
+    assert!(e.contains("count 3 exceeds"), "{e}");
+}
+
+/// A message longer than MAX_MESSAGE is refused from its length, before
+/// any of it is read or allocated.
+#[test]
+fn messages_over_the_cap_are_refused_at_their_length() {
+    let mut big = Vec::new();
+    gob::put_uint(&mut big, gob::MAX_MESSAGE + 1);
+    let e = decode_all(&big).unwrap_err().to_string();
+    assert!(e.contains("invalid message length"), "{e}");
+    // One at the cap is read (and here refused only for what it holds).
+    let mut at_cap = Vec::new();
+    gob::put_uint(&mut at_cap, gob::MAX_MESSAGE);
+    let e = decode_all(&at_cap).unwrap_err().to_string();
+    assert!(!e.contains("invalid message length"), "{e}");
+}
+
+/// The encoder refuses what the decoder would: a client's request over
+/// the cap is its own error, not a connection the server drops.
+#[test]
+fn encoder_refuses_messages_over_the_cap() {
+    let big = |n: usize| Value::Struct(vec![("StdinData".into(), Value::Bytes(vec![b'x'; n]))]);
+    let mut out = Vec::new();
+    let mut enc = gob::Encoder::new();
+    enc.encode(&mut out, &ARGS, &big(gob::MAX_MESSAGE as usize - 16))
+        .unwrap();
+    assert_eq!(decode_all(&out).unwrap(), 1);
+    let e = enc
+        .encode(&mut out, &ARGS, &big(gob::MAX_MESSAGE as usize))
+        .unwrap_err();
+    assert!(e.to_string().contains("at most 1048576"), "{e}");
+}
+
+/// At most MAX_TYPES definitions and MAX_TYPE_BYTES of them per stream.
+#[test]
+fn type_definitions_per_stream_are_bounded() {
+    let def = |id: i64, fields: usize| {
+        let mut b = Vec::new();
+        gob::put_int(&mut b, -id);
+        b.extend_from_slice(&[0x03, 0x01, 0x02]);
+        gob::put_int(&mut b, id);
+        b.extend_from_slice(&[0x00, 0x01]);
+        gob::put_uint(&mut b, fields as u64);
+        for _ in 0..fields {
+            b.extend_from_slice(&[0x01, 0x01, b'x', 0x01, 0x04, 0x00]);
+        }
+        b.extend_from_slice(&[0x00, 0x00]);
+        message(&b)
+    };
+    let value = message(&[0x02, 0x00, 0x01]); // a bool (true), after them
+    let stream = |n: usize, fields: usize| -> Vec<u8> {
+        let mut s: Vec<u8> = (0..n).flat_map(|i| def(65 + i as i64, fields)).collect();
+        s.extend_from_slice(&value);
+        s
+    };
+    assert_eq!(decode_all(&stream(gob::MAX_TYPES, 1)).unwrap(), 1);
+    let e = decode_all(&stream(gob::MAX_TYPES + 1, 1)).unwrap_err();
+    assert!(e.to_string().contains("type definitions"), "{e}");
+    // Few definitions, but large ones.
+    let e = decode_all(&stream(2, gob::MAX_TYPE_BYTES / 6)).unwrap_err();
+    assert!(e.to_string().contains("type definitions"), "{e}");
+}
+
+/// Error texts name a field's kind, not the peer's bytes.
+#[test]
+fn errors_do_not_echo_values() {
+    let big = Value::Struct(vec![("Seq".into(), Value::Bytes(vec![b'x'; 100_000]))]);
+    let e = Header::from_value(&big).unwrap_err();
+    assert_eq!(e, "field Seq: want uint, got []byte");
+}
+
+/// A peer that trickles its request a byte at a time (each byte well
+/// within any per-read timeout) is dropped when the deadline has passed,
+/// not before; so is one that sends nothing.
+#[test]
+fn slow_peers_are_dropped_at_the_deadline() {
+    let deadline = Duration::from_millis(300);
+    for trickle in [true, false] {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let start = Instant::now();
+        let peer = std::thread::spawn(move || {
+            if trickle {
+                let _ = (&theirs).write_all(CONNECT);
+                let _ = (&theirs).write_all(&[0x7f]); // a 127-byte message
+                while (&theirs).write_all(&[0x01]).is_ok() {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            } else {
+                let mut sink = Vec::new();
+                let _ = (&theirs).read_to_end(&mut sink);
+            }
+        });
+        let e = serve_conn(ours, &Fake::default(), deadline).unwrap_err();
+        let took = start.elapsed();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(
+            took >= deadline && took < Duration::from_secs(10),
+            "{took:?}"
+        );
+        peer.join().unwrap();
+    }
+}
+
+/// `serve` runs at most `max_conns` connections: with two idle ones open,
+/// a third is served only once the deadline has dropped them.
+#[test]
+fn serve_runs_at_most_max_conns_at_once() {
+    let dir = std::env::temp_dir().join(format!("netrpc-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s.sock");
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).unwrap();
+    let limits = Limits {
+        max_conns: 2,
+        deadline: Duration::from_millis(500),
+        ..Limits::default()
+    };
+    std::thread::spawn(move || serve(&listener, Arc::new(Fake::default()), limits));
+    let start = Instant::now();
+    let idle: Vec<UnixStream> = (0..2)
+        .map(|_| UnixStream::connect(&socket).unwrap())
+        .collect();
+    let mut client = Client::from_stream(UnixStream::connect(&socket).unwrap()).unwrap();
+    let took = start.elapsed();
+    let args = Value::Struct(vec![("IfName".into(), Value::String("x".into()))]);
+    assert_eq!(client.call("DHCP.Echo", &ARGS, &args).unwrap(), args);
+    assert!(took >= limits.deadline, "served after {took:?}");
+    drop(idle);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

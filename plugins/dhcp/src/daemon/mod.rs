@@ -2,7 +2,8 @@
 //! attachment and answers the plugin's RPCs on a unix socket.
 //!
 //! Threads, no async runtime: the accept loop on the main thread, one
-//! thread per RPC connection (Go's plugin opens one per call), one
+//! thread per RPC connection (Go's plugin opens one per call; at most 32
+//! at once, each with a deadline for its request: `netrpc::Limits`), one
 //! scheduler for renewals that starts a short-lived worker per due lease,
 //! and one thread waiting for SIGINT/SIGTERM.
 
@@ -125,27 +126,22 @@ fn run(mut flags: flags::Flags) -> Result<(), String> {
     }
 
     log::info!("listening on {}", socket_path.display());
-    for conn in listener.incoming() {
-        match conn {
-            Ok(stream) => {
-                let daemon = Arc::clone(&daemon);
-                if let Err(e) = spawn("dhcp-rpc", move || serve(stream, &daemon)) {
-                    log::error!("{e}");
-                }
-            }
-            Err(e) => {
-                log::warn!("accept: {e}");
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-        }
-    }
-    Ok(())
+    netrpc::serve(&listener, Arc::new(crate::rpc::Dhcp(daemon)), rpc_limits())
 }
 
-fn serve(stream: UnixStream, daemon: &Daemon) {
-    if let Err(e) = netrpc::serve_conn(stream, &crate::rpc::Dhcp(daemon)) {
-        log::debug!("rpc connection: {e}");
+/// The RPC connections' bounds: `netrpc::Limits`' defaults (32 at once,
+/// 30 s to send a request, 256 KiB stacks); `RCNI_DHCP_RPC_DEADLINE_MS`
+/// sets the deadline (tests).
+fn rpc_limits() -> netrpc::Limits {
+    let mut limits = netrpc::Limits::default();
+    let ms = std::env::var("RCNI_DHCP_RPC_DEADLINE_MS").ok();
+    if let Some(ms) = ms
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+    {
+        limits.deadline = std::time::Duration::from_millis(ms);
     }
+    limits
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
@@ -184,12 +180,29 @@ fn get_listener(path: &Path) -> Result<(UnixListener, bool), String> {
             .create(dir)
             .map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
     }
-    match UnixListener::bind(path) {
+    match bind_0600(path) {
         Ok(l) => Ok((l, true)),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
             // A socket file left by a daemon that died (SIGKILL, crash)
             // kept the reference from starting (plugins#760). If nobody
-            // answers on it, it is stale: replace it.
+            // answers on it, it is stale: replace it. Anything else there
+            // (a symlink planted to make us probe, bind or unlink through
+            // it, a file) is left alone, as the reference leaves it.
+            use std::os::unix::fs::FileTypeExt;
+            let kind = std::fs::symlink_metadata(path)
+                .map(|m| m.file_type())
+                .map_err(|e| format!("listen unix {}: {e}", path.display()))?;
+            if !kind.is_socket() {
+                let what = if kind.is_symlink() {
+                    "a symlink"
+                } else {
+                    "a file"
+                };
+                return Err(format!(
+                    "listen unix {}: bind: address already in use (not a socket but {what}; remove it)",
+                    path.display()
+                ));
+            }
             if UnixStream::connect(path).is_ok() {
                 return Err(format!(
                     "listen unix {}: bind: address already in use (another daemon is serving it)",
@@ -198,12 +211,25 @@ fn get_listener(path: &Path) -> Result<(UnixListener, bool), String> {
             }
             log::warn!("removing stale socket {}", path.display());
             std::fs::remove_file(path).map_err(|e| format!("remove {}: {e}", path.display()))?;
-            UnixListener::bind(path)
+            bind_0600(path)
                 .map(|l| (l, true))
                 .map_err(|e| format!("listen unix {}: {e}", path.display()))
         }
         Err(e) => Err(format!("listen unix {}: {e}", path.display())),
     }
+}
+
+/// Binds a listening socket at `path` whose file is 0600 whatever the
+/// process's umask: the umask is 0177 for the bind (a chmod afterwards
+/// would leave the socket open to all for a moment, and follow a symlink
+/// swapped in meanwhile). The umask is the process's: `run` binds before
+/// it starts any thread.
+fn bind_0600(path: &Path) -> std::io::Result<UnixListener> {
+    use nix::sys::stat::{Mode, umask};
+    let old = umask(Mode::from_bits_truncate(0o177));
+    let bound = UnixListener::bind(path);
+    umask(old);
+    bound
 }
 
 /// The fds of the socket-activation protocol (`LISTEN_PID` = us,

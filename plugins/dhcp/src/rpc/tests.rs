@@ -22,6 +22,7 @@ const DEL_REPLY: &[u8] = include_bytes!("../../../../wire/netrpc/testdata/go111_
 
 const CONNECT: &[u8] = b"CONNECT /_goRPC_ HTTP/1.0\n\n";
 const STATUS_LINE: &[u8] = b"HTTP/1.0 200 Connected to Go RPC\n\n";
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
 const STDIN: &str = r#"{"cniVersion":"1.0.0","name":"capnet","type":"macvlan","ipam":{"type":"dhcp","daemonSocketPath":"/tmp/dhcprpc-cap/proxy.sock"}}
 "#;
@@ -156,7 +157,7 @@ fn serve_bytes(service: &Fake, request: &[u8]) -> Vec<u8> {
     let (ours, theirs) = UnixStream::pair().unwrap();
     (&theirs).write_all(request).unwrap();
     theirs.shutdown(std::net::Shutdown::Write).unwrap();
-    netrpc::serve_conn(ours, &Dhcp(service)).unwrap();
+    netrpc::serve_conn(ours, &Dhcp(service), DEADLINE).unwrap();
     let mut out = Vec::new();
     (&theirs).read_to_end(&mut out).unwrap();
     out
@@ -310,7 +311,7 @@ fn go_plugin_talks_to_our_server() {
             .write_all(conf.as_bytes())
             .unwrap();
         let (stream, _) = listener.accept().unwrap();
-        netrpc::serve_conn(stream, &Dhcp(&fake)).unwrap();
+        netrpc::serve_conn(stream, &Dhcp(&fake), DEADLINE).unwrap();
         let out = child.wait_with_output().unwrap();
         (out.status.code(), String::from_utf8(out.stdout).unwrap())
     };
