@@ -35,8 +35,35 @@ mount -t tmpfs shm /dev/shm
 # Where the tests and the tools they run write: /run (netns mounts,
 # xtables.lock), /tmp (the tests' temporary directories), host-local's
 # default data directory. tmpfs, so nothing reaches the host.
-for d in /run /tmp /var/tmp /var/lib/cni; do
-    [ -d "$d" ] && mount -t tmpfs tmpfs "$d"
+# The host paths the job needs (VMTEST_KEEP, colon-separated: the
+# checkout, cargo's target directory, the plugins; from scripts/vmtest)
+# stay visible at their own paths when they lie under one of these: the
+# host's directory is held at /dev/shm/vm-host while the tmpfs goes on,
+# then each such path is bound back into the tmpfs (read-only, as the
+# rest of the host's tree).
+tmpfs_dirs="/run /tmp /var/tmp /var/lib/cni"
+kept_under() { # dir: the VMTEST_KEEP paths strictly below it
+    old_ifs=$IFS
+    IFS=:
+    for p in ${VMTEST_KEEP:-}; do
+        case $p in "$1"/?*) echo "$p" ;; esac
+    done
+    IFS=$old_ifs
+}
+for d in $tmpfs_dirs; do
+    [ -d "$d" ] || continue
+    if [ -n "$(kept_under "$d")" ]; then
+        mkdir -p "/dev/shm/vm-host$d"
+        mount --bind "$d" "/dev/shm/vm-host$d"
+    fi
+    mount -t tmpfs tmpfs "$d"
+done
+for d in $tmpfs_dirs; do
+    for p in $(kept_under "$d"); do
+        mkdir -p "$p" && mount --bind "/dev/shm/vm-host$p" "$p" ||
+            echo "vmtest: cannot keep the host's $p visible"
+    done
+    mountpoint -q "/dev/shm/vm-host$d" && umount -l "/dev/shm/vm-host$d"
 done
 # The job directory, writable: results go back to the host through it
 # (under qemu, a second 9p share, tag "job").
