@@ -457,9 +457,8 @@ fn announce(cx: &Ctx, ifname: &str, opts: &L3Opts) {
     });
 }
 
-/// DEL of a link plugin: IPAM DEL when `ipam`, then `CNI_IFNAME` in the
-/// container, in the order [`delegate::del_ipam_and_link`] picks (IPAM
-/// DEL finishes first unless the IPAM type is known to need no link: the
+/// DEL of a link plugin: IPAM DEL when `ipam`, to its end, then
+/// `CNI_IFNAME` in the container ([`delegate::del_ipam_and_link`]: the
 /// dhcp daemon sends its DHCPRELEASE from the link). A netns or link that
 /// is already gone is success; both steps always run.
 pub fn del(args: &CmdArgs, ipam: bool) -> Result<(), CniError> {

@@ -19,8 +19,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
         None => None,
         Some(path) => NetNs::open_if_present(path)?,
     };
-    // IPAM DEL before the link goes (dhcp releases its lease from it), or
-    // while the kernel deletes it for an IPAM that needs no link.
+    // IPAM DEL before the link goes (dhcp releases its lease from it).
     let (ipam, link) = delegate::del_ipam_and_link(args, conf.layer3, || {
         ns.as_ref().map_or(Ok(()), |ns| {
             Netlink::for_ns(ns)

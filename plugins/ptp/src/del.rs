@@ -5,10 +5,9 @@ use cni_fw::masq::{self, Attachment};
 use cni_net::{NetNs, Netlink};
 use cni_skel::{CmdArgs, CmdResult, CniError, Command, Output, delegate};
 
-/// DEL: IPAM, then the container link (in the order
-/// [`delegate::del_ipam_and_link`] picks: IPAM DEL first, as in the
-/// reference, since dhcp releases its lease from the link; beside the
-/// link's deletion for host-local and static), then the masquerade rules
+/// DEL: IPAM DEL, then the container link ([`delegate::del_ipam_and_link`]:
+/// as in the reference, since dhcp releases its lease from the link),
+/// then the masquerade rules
 /// (which need no addresses, so they go even when the netns is gone).
 /// IPAM's error comes first, as in the reference.
 pub fn del(args: &CmdArgs) -> CmdResult {
