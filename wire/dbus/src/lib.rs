@@ -68,6 +68,11 @@ pub enum Value {
     Other(String),
 }
 
+/// The longest SASL line read from the bus (its lines are under 100 bytes).
+const MAX_AUTH_LINE: u64 = 4096;
+/// The most SASL lines read before `OK` (the bus sends one to three).
+const MAX_AUTH_LINES: usize = 8;
+
 /// A connection to a bus, after `Hello`: over a Unix socket
 /// ([`Connection::open`]), or over any byte stream ([`Connection::over`]).
 pub struct Connection<S: Read + Write = UnixStream> {
@@ -193,12 +198,24 @@ impl<S: Read + Write> Connection<S> {
         let sock = self.stream.get_mut();
         sock.write_all(b"\0AUTH EXTERNAL\r\n").map_err(io)?;
         let mut line = String::new();
-        loop {
+        // Bounded: a peer that never ends a line, or never says OK, is an
+        // error, not a loop or a growing buffer.
+        for _ in 0..MAX_AUTH_LINES {
             line.clear();
-            self.stream.read_line(&mut line).map_err(io)?;
+            self.stream
+                .by_ref()
+                .take(MAX_AUTH_LINE)
+                .read_line(&mut line)
+                .map_err(io)?;
+            if !line.ends_with('\n') {
+                return Err(proto(format!(
+                    "D-Bus authentication: no complete line in {} bytes",
+                    line.len()
+                )));
+            }
             let l = line.trim_end();
             if l.starts_with("OK ") || l == "OK" {
-                break;
+                return self.stream.get_mut().write_all(b"BEGIN\r\n").map_err(io);
             }
             if l == "DATA" || l.starts_with("DATA ") {
                 self.stream.get_mut().write_all(b"DATA\r\n").map_err(io)?;
@@ -206,7 +223,9 @@ impl<S: Read + Write> Connection<S> {
             }
             return Err(proto(format!("D-Bus authentication refused: {l:?}")));
         }
-        self.stream.get_mut().write_all(b"BEGIN\r\n").map_err(io)
+        Err(proto(format!(
+            "D-Bus authentication: no OK in {MAX_AUTH_LINES} lines"
+        )))
     }
 
     /// Calls `member` with string arguments and returns the first value of
@@ -560,6 +579,56 @@ mod tests {
             m.first_value().unwrap(),
             Value::Str("ZONE_ALREADY_SET: 10.0.0.2/32".into())
         );
+    }
+
+    /// A stream that reads `line` `times` times, then ends; writes vanish.
+    struct Peer {
+        data: std::io::Cursor<Vec<u8>>,
+    }
+
+    impl Read for Peer {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.data.read(buf)
+        }
+    }
+
+    impl Write for Peer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn peer(line: &[u8], times: usize) -> Peer {
+        Peer {
+            data: std::io::Cursor::new(line.repeat(times)),
+        }
+    }
+
+    /// Regression: a bus that never ends its line was read into one
+    /// growing buffer (its whole text then went into the error), and one
+    /// that kept sending DATA was answered for ever.
+    #[test]
+    fn authentication_reads_a_bounded_conversation() {
+        let e = Connection::over(peer(b"x", 1 << 20)).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "D-Bus authentication: no complete line in 4096 bytes"
+        );
+        let e = Connection::over(peer(b"DATA\r\n", 100_000)).err().unwrap();
+        assert_eq!(e.to_string(), "D-Bus authentication: no OK in 8 lines");
+        // What a bus says: DATA, then OK; then the Hello reply.
+        let mut bus = b"DATA\r\nOK 1234\r\n".to_vec();
+        bus.extend(reply(
+            METHOD_RETURN,
+            1,
+            "s",
+            b"\x04\x00\x00\x00:1.0\x00",
+            None,
+        ));
+        assert!(Connection::over(peer(&bus, 1)).is_ok());
     }
 
     #[test]
