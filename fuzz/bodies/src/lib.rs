@@ -36,6 +36,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("netlink_route", netlink_route),
     ("netlink_netfilter", netlink_netfilter),
     ("dhcp4_packet", dhcp4_packet),
+    ("netrpc_request", netrpc_request),
 ];
 
 /// A plugin for [`skel_dispatch`]: reads what a plugin reads.
@@ -371,4 +372,42 @@ fn check_classless_routes(v: &[u8]) {
         back.extend_from_slice(&gw.octets());
     }
     assert_eq!(back, v, "option 121 does not encode back to its bytes");
+}
+
+/// A stream as the dhcp daemon's RPC server reads it after the HTTP
+/// handshake, from any process that can connect to its socket: requests
+/// (header and body, each with the type definitions before it, on one gob
+/// stream) through `netrpc::read_request`, until the stream ends or is
+/// refused. Every value read stays within the decoder's bounds: nested at
+/// most `MAX_DEPTH` below the top, and at most `MAX_DECODED` bytes.
+pub fn netrpc_request(data: &[u8]) {
+    use netrpc::gob::{Decoder, MAX_DECODED, MAX_DEPTH, Value};
+    let mut r = data;
+    let mut decoder = Decoder::new();
+    while let Ok(Some((header, body))) = netrpc::read_request(&mut decoder, &mut r) {
+        let _ = (header.service_method.rsplit_once('.'), header.seq);
+        // Walked without recursion: depth and a lower bound of the size.
+        let mut size = 0usize;
+        let mut todo: Vec<(&Value, usize)> = vec![(&body, 0)];
+        while let Some((v, depth)) = todo.pop() {
+            assert!(depth <= MAX_DEPTH, "a value nested {depth} deep");
+            size += std::mem::size_of::<Value>();
+            match v {
+                Value::Bytes(b) | Value::Opaque(b) => size += b.len(),
+                Value::String(s) => size += s.len(),
+                Value::Struct(fields) => todo.extend(fields.iter().map(|(_, f)| (f, depth + 1))),
+                Value::Slice(items) => todo.extend(items.iter().map(|i| (i, depth + 1))),
+                Value::Map(entries) => todo.extend(
+                    entries
+                        .iter()
+                        .flat_map(|(k, e)| [(k, depth + 1), (e, depth + 1)]),
+                ),
+                _ => {}
+            }
+        }
+        assert!(
+            size <= MAX_DECODED + std::mem::size_of::<Value>(),
+            "{size} bytes decoded"
+        );
+    }
 }
