@@ -460,8 +460,13 @@ where
         None => Command::new(plugin),
     };
     cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env)
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    // The lock deadline a slow machine sets (scripts/vmtest under qemu);
+    // a test's own value in `env` wins.
+    if let Some(t) = std::env::var_os("RCNI_LOCK_TIMEOUT") {
+        cmd.env("RCNI_LOCK_TIMEOUT", t);
+    }
+    cmd.envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

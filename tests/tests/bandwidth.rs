@@ -472,12 +472,17 @@ fn measured_rate_in_both_directions() {
         out_of / 1e6,
         egress / 1e6
     );
+    // The upper bound is what shows the shaping; the lower one only that
+    // the rate is not mis-scaled (bits for bytes, k for M: 8x, 1000x off).
+    // It is 0.5x, not 0.75x: in user-mode-linux 7.2 beside three other VMs
+    // on two cores, the container's sender could not keep the 0.5 Mbit/s
+    // bucket full (0.67x of the set rate; 0.90x in the same VM alone).
     assert!(
-        (0.75 * ingress..=1.25 * ingress).contains(&into),
+        (0.5 * ingress..=1.25 * ingress).contains(&into),
         "ingress {into} bit/s"
     );
     assert!(
-        (0.75 * egress..=1.25 * egress).contains(&out_of),
+        (0.5 * egress..=1.25 * egress).contains(&out_of),
         "egress {out_of} bit/s"
     );
 }
