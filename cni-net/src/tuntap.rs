@@ -121,8 +121,10 @@ fn open_tap(op: &str, name: &str, flags: i16) -> Result<File, NetError> {
     };
     req.name[..bytes.len()].copy_from_slice(bytes);
     ioctl::set_iff(tun.as_raw_fd(), &mut req).map_err(|e| {
-        // EBUSY is the kernel's answer to IFF_TUN_EXCL on a taken name.
-        let errno = if e as i32 == libc_errno::EBUSY {
+        // EBUSY is the kernel's answer to IFF_TUN_EXCL on a taken name. To
+        // an attach it means the device's one queue is held by another file
+        // (as while its creator has not yet closed it), and stays EBUSY.
+        let errno = if e as i32 == libc_errno::EBUSY && flags & IFF_TUN_EXCL != 0 {
             libc_errno::EEXIST
         } else {
             e as i32

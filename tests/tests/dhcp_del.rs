@@ -278,9 +278,18 @@ fn tap_with_a_carrier_del_releases_the_lease() {
         wait_for("the tap in the container", || {
             cont.link_names().iter().any(|l| l == "net1")
         });
-        let cont_tap = cont
-            .run_in(|| cni_net::tuntap::attach_tap("net1", false))
-            .unwrap_or_else(|e| panic!("attach net1: {e}"));
+        // The plugin holds the tap's one queue from its creation until it
+        // has made it persistent: until then an attach is EBUSY.
+        let mut attached = None;
+        wait_for("the plugin to let go of the tap", || {
+            match cont.run_in(|| cni_net::tuntap::attach_tap("net1", false)) {
+                Ok(file) => attached = Some(file),
+                Err(e) if e.raw_errno() == Some(nix::libc::EBUSY) => {}
+                Err(e) => panic!("attach net1: {e}"),
+            }
+            attached.is_some()
+        });
+        let cont_tap = attached.expect("attached");
         let relay = TapRelay::start(cont_tap, seg_tap);
         match add.join() {
             Ok(ip) => (ip, relay),
