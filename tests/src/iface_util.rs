@@ -284,3 +284,38 @@ pub fn skip_without_kind(test: &str, kind: &str) -> bool {
     crate::skip_without_kernel_feature(test, &format!("{kind} links"));
     true
 }
+
+/// ADD, CHECK and DEL of `bridge` (a path: the IPAM plugin host-local is
+/// found beside it, through `CNI_PATH`) with host-local on `<prefix>.0/24`
+/// and a gateway, in a throwaway host namespace; namespaces, bridge and
+/// container ID tagged `tag` (2 bytes). After ADD the container pings the
+/// gateway; after DEL nothing is left.
+pub fn bridge_add_check_del(bridge: &std::path::Path, tag: &str, prefix: &str) {
+    let host = Netns::new(&format!("{tag}bh"));
+    host.exec_ok("ip", &["link", "set", "lo", "up"]);
+    let cont = Netns::new(&format!("{tag}bc"));
+    let data = DataDir::new(&format!("{tag}br"));
+    let c = conf(
+        "bridge",
+        &data,
+        "1.1.0",
+        Some(&format!("{prefix}.0/24")),
+        json!({"bridge": format!("{tag}br0"), "isGateway": true}),
+    );
+    let run = |cmd: &str, c: &Value| {
+        Invocation::new(bridge, cmd)
+            .attach(&format!("{tag}-br"), &cont, "eth0")
+            .in_host(&host)
+            .config(c)
+            .run()
+    };
+    let r = run("ADD", &c).ok();
+    assert_eq!(first_ip(&r), format!("{prefix}.2"), "{r}");
+    assert_eq!(host.veths().len(), 1, "{:?}", host.link_names());
+    assert!(ping(&cont, &format!("{prefix}.1")), "container -> gateway");
+    assert_eq!(run("CHECK", &with_prev(&c, &r)).ok(), Value::Null);
+    assert_eq!(run("DEL", &with_prev(&c, &r)).ok(), Value::Null);
+    assert!(host.veths().is_empty(), "{:?}", host.link_names());
+    assert!(container_links(&cont).is_empty());
+    assert!(data.reservations().is_empty());
+}

@@ -11,7 +11,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use rcni_tests::host_local_util::{DataDir, NO_NETNS};
-use rcni_tests::iface_util::{MASTER, Segment, conf, container_links, first_ip, ping, with_prev};
+use rcni_tests::iface_util::{
+    self, MASTER, Segment, conf, container_links, first_ip, ping, with_prev,
+};
 use rcni_tests::{Invocation, Netns, bin, skip_unless_root};
 use serde_json::{Value, json};
 
@@ -76,33 +78,7 @@ fn bridge_add_check_del() {
     if skip_unless_root("smoke::bridge_add_check_del") {
         return;
     }
-    let host = Netns::new("rlbh");
-    host.exec_ok("ip", &["link", "set", "lo", "up"]);
-    let cont = Netns::new("rlbc");
-    let data = DataDir::new("rlbr");
-    let c = conf(
-        "bridge",
-        &data,
-        "1.1.0",
-        Some("10.156.2.0/24"),
-        json!({"bridge": "rlbr0", "isGateway": true}),
-    );
-    let run = |cmd: &str, c: &Value| {
-        Invocation::new(bin("bridge"), cmd)
-            .attach("rl-br", &cont, "eth0")
-            .in_host(&host)
-            .config(c)
-            .run()
-    };
-    let r = run("ADD", &c).ok();
-    assert_eq!(first_ip(&r), "10.156.2.2", "{r}");
-    assert_eq!(host.veths().len(), 1, "{:?}", host.link_names());
-    assert!(ping(&cont, "10.156.2.1"), "container -> gateway");
-    assert_eq!(run("CHECK", &with_prev(&c, &r)).ok(), Value::Null);
-    assert_eq!(run("DEL", &with_prev(&c, &r)).ok(), Value::Null);
-    assert!(host.veths().is_empty(), "{:?}", host.link_names());
-    assert!(container_links(&cont).is_empty());
-    assert!(data.reservations().is_empty());
+    iface_util::bridge_add_check_del(&bin("bridge"), "rl", "10.156.2");
 }
 
 #[test]
