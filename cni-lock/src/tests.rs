@@ -220,3 +220,31 @@ fn timeout_from_the_environment() {
         assert!(e.msg.contains(TIMEOUT_VAR), "{e:?}");
     }
 }
+
+/// The short way to an existing directory ([`established`]) refuses what
+/// the long way would replace: a parent opened to writers after the fact,
+/// a tree of ours reached through a symlink.
+#[test]
+fn the_short_way_refuses_what_the_long_way_replaces() {
+    let b = Base::new("short");
+    drop(b.take("e.lock", false, SHORT).unwrap().unwrap());
+    assert!(established(&b.0, SUBDIRS).is_some());
+
+    std::fs::set_permissions(b.0.join("cni-rcni"), std::fs::Permissions::from_mode(0o775)).unwrap();
+    assert!(established(&b.0, SUBDIRS).is_none());
+    b.take("e.lock", false, SHORT).unwrap().unwrap();
+    assert_eq!(mode(&b.0.join("cni-rcni")), 0o700);
+    assert_eq!(b.aside().len(), 1, "{:?}", b.aside());
+
+    // A private tree, but under a symlink: replaced, not used.
+    let real = b.0.join("real");
+    std::fs::rename(b.0.join("cni-rcni"), &real).unwrap();
+    symlink(&real, b.0.join("cni-rcni")).unwrap();
+    assert!(established(&b.0, SUBDIRS).is_none());
+    b.take("e.lock", false, SHORT).unwrap().unwrap();
+    assert!(
+        std::fs::symlink_metadata(b.0.join("cni-rcni"))
+            .unwrap()
+            .is_dir()
+    );
+}
