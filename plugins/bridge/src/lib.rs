@@ -44,3 +44,10 @@ impl Plugin for Bridge {
         gc::status(args)
     }
 }
+
+/// Runs the plugin as its binary does; `_args` are the command-line
+/// arguments after the program name, which a CNI plugin does not read (its
+/// input is the environment and stdin).
+pub fn main(_args: Vec<std::ffi::OsString>) -> std::process::ExitCode {
+    cni_skel::run(&Bridge)
+}

@@ -1,7 +1,5 @@
 //! The CNI bridge plugin (see README.md).
 
-use std::process::ExitCode;
-
-fn main() -> ExitCode {
-    cni_skel::run(&bridge::Bridge)
+fn main() -> std::process::ExitCode {
+    bridge::main(std::env::args_os().skip(1).collect())
 }

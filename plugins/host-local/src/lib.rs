@@ -165,6 +165,13 @@ impl Plugin for HostLocal {
     }
 }
 
+/// Runs the plugin as its binary does; `_args` are the command-line
+/// arguments after the program name, which a CNI plugin does not read (its
+/// input is the environment and stdin).
+pub fn main(_args: Vec<std::ffi::OsString>) -> std::process::ExitCode {
+    cni_skel::run(&HostLocal)
+}
+
 /// Whether `dir` could be created: its nearest existing ancestor is a
 /// directory we can create entries in (probed with an unnamed file, which
 /// changes nothing there; without `O_TMPFILE`, with a temp directory).

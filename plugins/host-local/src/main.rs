@@ -2,8 +2,7 @@
 
 // dlmalloc rather than musl's allocator (see cni-alloc).
 use cni_alloc as _;
-use std::process::ExitCode;
 
-fn main() -> ExitCode {
-    cni_skel::run(&host_local::HostLocal)
+fn main() -> std::process::ExitCode {
+    host_local::main(std::env::args_os().skip(1).collect())
 }
