@@ -152,6 +152,20 @@ mod tests {
         assert!(!names.contains(&SELF) && !names.contains(&"noop"));
     }
 
+    /// scripts/dist reads the plugins in the table from the manifest (a
+    /// cross build cannot run `rcni --list`): the two must agree.
+    #[test]
+    fn plugins_are_the_manifests_dependencies() {
+        let mut deps: Vec<&str> = include_str!("../Cargo.toml")
+            .lines()
+            .filter_map(|l| l.split("path = \"../plugins/").nth(1))
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        deps.sort_unstable();
+        let names: Vec<&str> = PLUGINS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, deps);
+    }
+
     #[test]
     fn dispatch_by_basename() {
         for argv0 in ["bridge", "/opt/cni/bin/bridge", "./bridge", "/tmp/x/bridge"] {
