@@ -21,16 +21,16 @@ use std::process::ExitCode;
 type Main = fn(Vec<OsString>) -> ExitCode;
 
 /// The plugins, by the name each is called as, sorted: the release
-/// tarball's set (every plugin but noop, the test double).
-const PLUGINS: &[(&str, Main)] = &[("bridge", bridge), ("host-local", host_local)];
-
-fn bridge(_args: Vec<OsString>) -> ExitCode {
-    cni_skel::run(&bridge::Bridge)
-}
-
-fn host_local(_args: Vec<OsString>) -> ExitCode {
-    cni_skel::run(&host_local::HostLocal)
-}
+/// tarball's set (every plugin but noop, the test double). Each library's
+/// `main` takes the arguments after the program name.
+const PLUGINS: &[(&str, Main)] = &[
+    ("bridge", bridge::main),
+    ("host-local", host_local::main),
+    ("loopback", loopback::main),
+    ("macvlan", macvlan::main),
+    ("static", r#static::main),
+    ("tap", tap::main),
+];
 
 /// The name of the multicall binary itself: called so, the first argument
 /// names the plugin.

@@ -90,6 +90,18 @@ fn every_link_answers_as_its_plugin() {
     }
 }
 
+/// `cp from to`: copied by another process, so no thread of this one
+/// forking meanwhile inherits a descriptor open for writing on `to` (the
+/// exec of `to` would fail with ETXTBSY).
+fn copy_file(from: &Path, to: &Path) {
+    let st = std::process::Command::new("cp")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp {} {}", from.display(), to.display());
+}
+
 #[test]
 fn a_copy_dispatches_by_its_new_name() {
     let dir = TempDir::new("mc-copy");
@@ -97,14 +109,14 @@ fn a_copy_dispatches_by_its_new_name() {
     // A copy (not a link) named after a plugin is that plugin.
     for n in ["bridge", "host-local"] {
         let copy = dir.join(n);
-        std::fs::copy(bin("rcni"), &copy).unwrap();
+        copy_file(&bin("rcni"), &copy);
         let out = about(&copy);
         assert_eq!(out.stderr.lines().next(), Some(&*about_line(n)), "{out:?}");
     }
     // Renamed to no plugin's name: the usage with the names, exit 2, and
     // for a runtime a CNI error on stdout.
     let other = dir.join("bridge.old");
-    std::fs::copy(bin("rcni"), &other).unwrap();
+    copy_file(&bin("rcni"), &other);
     let out = about(&other);
     assert_usage(&out, &names);
     assert!(
