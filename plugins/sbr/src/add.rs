@@ -1,0 +1,202 @@
+//! ADD: per address of the interface, a rule "from <address> lookup
+//! <table>"; without `table`, also a free table holding the interface's
+//! routes. A failed ADD takes back what it did.
+
+use crate::config::Conf;
+use crate::{FIRST_TABLE, family_of, flush_table, host_net, ips_of, ns_path, prev_result};
+use cni_net::{IpFamily, NetNs, Netlink, Route, Rule, TABLE_MAIN};
+use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output};
+use ipnetwork::IpNetwork;
+use std::collections::HashSet;
+
+/// ADD.
+pub fn add(args: &CmdArgs) -> CmdResult {
+    let table = Conf::parse(args)?;
+    let result = prev_result(args)?;
+    let ips = ips_of(&result, &args.ifname);
+    if ips.is_empty() {
+        return Err(CniError::internal(format!(
+            "No IP addresses supplied on interface: {}",
+            args.ifname
+        )));
+    }
+    let ns = NetNs::open_locked_if_present(ns_path(args)?)?
+        .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
+    ns.run(|| -> Result<(), CniError> {
+        let nl = Netlink::host()?;
+        let mut undo = Undo::default();
+        let r = match table {
+            Some(t) => rules_only(&nl, &ips, t, &mut undo),
+            None => route_tables(&nl, &args.ifname, &result, &ips, &mut undo),
+        };
+        if r.is_err() {
+            undo.run(&nl);
+        }
+        r
+    })??;
+    Ok(Output::Result(result))
+}
+
+/// What a failed ADD takes back: its rules, its tables' routes, and the
+/// main-table routes it already removed.
+#[derive(Default)]
+struct Undo {
+    rules: Vec<Rule>,
+    tables: Vec<(IpFamily, u32)>,
+    removed_from_main: Vec<Route>,
+}
+
+impl Undo {
+    fn run(&self, nl: &Netlink) {
+        for r in &self.rules {
+            if let Err(e) = nl.del_rule(r) {
+                log::error!("undoing a failed ADD: {e}");
+            }
+        }
+        for &(family, t) in &self.tables {
+            if let Err(e) = flush_table(nl, family, t) {
+                log::error!("undoing a failed ADD: {e}");
+            }
+        }
+        for r in &self.removed_from_main {
+            if let Err(e) = nl.replace_route(r) {
+                log::error!("undoing a failed ADD: {e}");
+            }
+        }
+    }
+}
+
+/// `table` mode: only the rules; the routes are already in that table.
+fn rules_only(
+    nl: &Netlink,
+    ips: &[IpNetwork],
+    table: u32,
+    undo: &mut Undo,
+) -> Result<(), CniError> {
+    for ip in ips {
+        let rule = Rule::from_source(host_net(ip), table);
+        nl.add_rule(&rule)
+            .map_err(|e| CniError::internal(format!("failed to add rule: {e}")))?;
+        undo.rules.push(rule);
+    }
+    Ok(())
+}
+
+/// Tables in use by a rule or holding a route, in either family.
+fn used_tables(nl: &Netlink) -> Result<HashSet<u32>, CniError> {
+    let mut used = HashSet::new();
+    for family in [IpFamily::V4, IpFamily::V6] {
+        used.extend(nl.rules(family)?.iter().map(|r| r.table));
+        used.extend(nl.routes_all_tables(family)?.iter().filter_map(|r| r.table));
+    }
+    Ok(used)
+}
+
+fn next_free(used: &HashSet<u32>, from: u32) -> Result<u32, CniError> {
+    (from..u32::MAX)
+        .find(|t| !used.contains(t) && !(253..=255).contains(t))
+        .ok_or_else(|| CniError::internal("no free routing table"))
+}
+
+/// Does `route` belong with `ip` (the reference's test, but per family:
+/// its source or gateway lies in the address's subnet, or it has neither)?
+fn belongs_to(route: &Route, ip: &IpNetwork) -> bool {
+    if IpFamily::of(&route.dst.ip()) != family_of(ip) {
+        return false;
+    }
+    let within = |a: Option<std::net::IpAddr>| a.is_some_and(|a| ip.contains(a));
+    within(route.src) || within(route.gateway) || (route.src.is_none() && route.gateway.is_none())
+}
+
+/// The default mode: per address, a free table with the interface's
+/// routes of that family (and the default route through the gateway),
+/// a rule pointing to it; then those routes leave the main table.
+fn route_tables(
+    nl: &Netlink,
+    ifname: &str,
+    result: &CniResult,
+    ips: &[IpNetwork],
+    undo: &mut Undo,
+) -> Result<(), CniError> {
+    let link = nl.link_by_name(ifname)?.ok_or_else(|| {
+        CniError::internal(format!(
+            "Cannot find network interface {ifname}: Link not found"
+        ))
+    })?;
+    let mut main_routes = Vec::new();
+    for family in [IpFamily::V4, IpFamily::V6] {
+        main_routes.extend(
+            nl.routes(family, Some(TABLE_MAIN))?
+                .into_iter()
+                .filter(|r| r.oif == Some(link.index)),
+        );
+    }
+    let mut used = used_tables(nl)?;
+    let mut table = next_free(&used, FIRST_TABLE)?;
+    let mut moved: Vec<Route> = Vec::new();
+    for ip in ips {
+        let family = family_of(ip);
+        let rule = Rule::from_source(host_net(ip), table);
+        nl.add_rule(&rule)
+            .map_err(|e| CniError::internal(format!("Failed to add rule: {e}")))?;
+        undo.rules.push(rule);
+        undo.tables.push((family, table));
+        used.insert(table);
+        let gateway = result
+            .ips
+            .iter()
+            .find(|c| c.address == *ip)
+            .and_then(|c| c.gateway);
+        if let Some(gw) = gateway {
+            let mut r = Route::default_route(family).via(gw).dev(link.index);
+            r.table = Some(table);
+            nl.replace_route(&r).map_err(|e| {
+                CniError::internal(format!("Failed to add default route to {gw}: {e}"))
+            })?;
+        }
+        for r in main_routes.iter().filter(|r| belongs_to(r, ip)) {
+            let mut copy = r.clone();
+            copy.table = Some(table);
+            copy.onlink = false;
+            nl.replace_route(&copy)
+                .map_err(|e| CniError::internal(format!("Failed to readd route: {e}")))?;
+            if !moved.contains(r) {
+                moved.push(r.clone());
+            }
+        }
+        table = next_free(&used, table + 1)?;
+    }
+    for r in moved {
+        nl.del_route(&r)
+            .map_err(|e| CniError::internal(format!("Failed to delete route: {e}")))?;
+        undo.removed_from_main.push(r);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_tables_skip_used_and_reserved() {
+        let used: HashSet<u32> = [100, 101, 103].into_iter().collect();
+        assert_eq!(next_free(&used, 100).ok(), Some(102));
+        assert_eq!(next_free(&HashSet::new(), 253).ok(), Some(256));
+    }
+
+    #[test]
+    fn routes_belong_per_family() {
+        let ip: IpNetwork = "10.126.1.2/24".parse().unwrap();
+        let v6 = Route::new("fd26:126::/64".parse().unwrap());
+        let connected = Route::new("10.126.1.0/24".parse().unwrap());
+        let mut far = Route::new("10.9.0.0/16".parse().unwrap());
+        far.gateway = Some("10.126.1.1".parse().unwrap());
+        let mut other = Route::new("10.9.0.0/16".parse().unwrap());
+        other.gateway = Some("10.127.1.1".parse().unwrap());
+        assert!(!belongs_to(&v6, &ip));
+        assert!(belongs_to(&connected, &ip));
+        assert!(belongs_to(&far, &ip));
+        assert!(!belongs_to(&other, &ip));
+    }
+}

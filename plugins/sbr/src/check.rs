@@ -1,0 +1,44 @@
+//! CHECK: the rules and tables ADD made are there.
+
+use crate::config::Conf;
+use crate::{family_of, host_net, ips_of, ns_path, prev_result};
+use cni_net::{NetNs, Netlink};
+use cni_skel::{CmdArgs, CmdResult, CniError, Output};
+
+/// CHECK: every address has its rule, and (without `table`) the table it
+/// points to routes through the interface.
+pub fn check(args: &CmdArgs) -> CmdResult {
+    let table = Conf::parse(args)?;
+    let result = prev_result(args)?;
+    let ips = ips_of(&result, &args.ifname);
+    let ns = NetNs::open_locked_if_present(ns_path(args)?)?
+        .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
+    ns.run(|| -> Result<(), CniError> {
+        let nl = Netlink::host()?;
+        let link = nl.link_by_name(&args.ifname)?.ok_or_else(|| {
+            CniError::internal(format!("Cannot find network interface {}", args.ifname))
+        })?;
+        for ip in &ips {
+            let family = family_of(ip);
+            let src = host_net(ip);
+            let rule = nl
+                .rules(family)?
+                .into_iter()
+                .find(|r| r.src == Some(src) && table.is_none_or(|t| t == r.table))
+                .ok_or_else(|| CniError::internal(format!("no rule from {src}")))?;
+            if table.is_none()
+                && !nl
+                    .routes(family, Some(rule.table))?
+                    .iter()
+                    .any(|r| r.oif == Some(link.index))
+            {
+                return Err(CniError::internal(format!(
+                    "table {} has no route through {}",
+                    rule.table, args.ifname
+                )));
+            }
+        }
+        Ok(())
+    })??;
+    Ok(Output::Nothing)
+}

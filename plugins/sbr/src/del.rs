@@ -1,0 +1,73 @@
+//! DEL: the rules of the interface's addresses, and the tables only they
+//! used; idempotent.
+
+use crate::config::Conf;
+use crate::{FIRST_TABLE, flush_table, host_net, ips_of};
+use cni_net::{IpFamily, NetNs, Netlink, Rule};
+use cni_skel::{CmdArgs, CmdResult, CniError, Output};
+use ipnetwork::IpNetwork;
+use std::collections::HashSet;
+
+/// The addresses sbr made rules for: the prevResult's when there is one,
+/// else the interface's (the reference's way).
+fn del_ips(args: &CmdArgs, nl: &Netlink) -> Result<Vec<IpNetwork>, CniError> {
+    if let Ok(Some(prev)) = args.prev_result() {
+        let ips = ips_of(&prev, &args.ifname);
+        if !ips.is_empty() {
+            return Ok(ips);
+        }
+    }
+    let Some(link) = nl.link_by_name(&args.ifname)? else {
+        return Ok(Vec::new());
+    };
+    Ok(nl.addrs(&link, None)?.iter().map(|a| a.address).collect())
+}
+
+/// DEL: the rules from the interface's addresses (to `table` when set),
+/// and, without `table`, the routes of the tables they pointed to unless
+/// another rule still uses that table. A gone netns is success and is
+/// never created.
+pub fn del(args: &CmdArgs) -> CmdResult {
+    let table = Conf::parse(args)?;
+    let Some(path) = args.netns.as_deref().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(Output::Nothing);
+    };
+    let Some(ns) = NetNs::open_locked_if_present(path)? else {
+        return Ok(Output::Nothing);
+    };
+    ns.run(|| -> Result<(), CniError> {
+        let nl = Netlink::host()?;
+        let sources: HashSet<IpNetwork> = del_ips(args, &nl)?.iter().map(host_net).collect();
+        let mut errors = Vec::new();
+        for family in [IpFamily::V4, IpFamily::V6] {
+            let rules = nl.rules(family)?;
+            let (mine, others): (Vec<&Rule>, Vec<&Rule>) = rules.iter().partition(|r| {
+                r.src.is_some_and(|s| sources.contains(&s))
+                    && table.is_none_or(|t| t == r.table)
+                    && !r.l3mdev
+            });
+            for r in &mine {
+                if let Err(e) = nl.del_rule(r) {
+                    errors.push(format!("Failed to delete rule {e}"));
+                }
+            }
+            if table.is_some() {
+                continue;
+            }
+            let tables: HashSet<u32> = mine.iter().map(|r| r.table).collect();
+            for t in tables {
+                if t < FIRST_TABLE || others.iter().any(|o| o.table == t) {
+                    continue;
+                }
+                if let Err(e) = flush_table(&nl, family, t) {
+                    errors.push(e.msg);
+                }
+            }
+        }
+        match errors.pop() {
+            Some(e) => Err(CniError::internal(e)),
+            None => Ok(()),
+        }
+    })??;
+    Ok(Output::Nothing)
+}

@@ -1,0 +1,41 @@
+//! CHECK: the VRF is there, up, with its table, and the interface is its
+//! port.
+
+use crate::config::Conf;
+use crate::{find_vrf, must_open_netns, prev_result};
+use cni_net::Netlink;
+use cni_skel::{CmdArgs, CmdResult, CniError, Output};
+
+/// CHECK: the VRF exists (with the configured table) and is up, and the
+/// interface is enslaved to it.
+pub fn check(args: &CmdArgs) -> CmdResult {
+    let conf = Conf::parse(args)?;
+    prev_result(args)?;
+    let ns = must_open_netns(args)?;
+    ns.run(|| -> Result<(), CniError> {
+        let nl = Netlink::host()?;
+        let vrf = find_vrf(&nl, &conf.vrfname)?
+            .ok_or_else(|| CniError::internal(format!("VRF {}: Link not found", conf.vrfname)))?;
+        if let Some(want) = conf.table
+            && vrf.vrf_table != Some(want)
+        {
+            return Err(CniError::internal(format!(
+                "VRF {} has routing table {}, not {want}",
+                conf.vrfname,
+                vrf.vrf_table.unwrap_or(0)
+            )));
+        }
+        if !vrf.up {
+            return Err(CniError::internal(format!("VRF {} is down", conf.vrfname)));
+        }
+        let link = nl.link_by_name(&args.ifname)?;
+        if link.is_none_or(|l| l.master != Some(vrf.index)) {
+            return Err(CniError::internal(format!(
+                "failed to find {} associated to vrf {}",
+                args.ifname, conf.vrfname
+            )));
+        }
+        Ok(())
+    })??;
+    Ok(Output::Nothing)
+}
