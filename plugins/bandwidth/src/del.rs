@@ -1,4 +1,4 @@
-//! DEL and GC.
+//! DEL.
 
 use crate::{config, host, ifb};
 use cni_net::{Netlink, tc};
@@ -39,60 +39,5 @@ fn del_our_tbf(nl: &Netlink, veth: &cni_net::Link) -> Result<(), cni_net::NetErr
         nl.del_root_qdisc(veth)
     } else {
         Ok(())
-    }
-}
-
-/// GC: deletes the ifbs this plugin made for this network (their alias
-/// names it) whose container is in none of the valid attachments; and
-/// ifbs with the reference's name pattern that an ADD killed between
-/// creating and labelling left behind (down, no alias).
-pub fn gc(args: &CmdArgs) -> CmdResult {
-    let conf = config::load(args)?;
-    let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
-    let keep: Vec<String> = valid
-        .iter()
-        .map(|(cid, _)| ifb::name(&conf.network, cid))
-        .collect();
-    let nl = Netlink::host()?;
-    let mut errors = Vec::new();
-    for dev in nl.ifbs()? {
-        if !dev.name.starts_with(ifb::PREFIX) || keep.contains(&dev.name) {
-            continue;
-        }
-        let stale = match ifb::alias_network(&dev.alias) {
-            Some(net) => net == conf.network,
-            None => dev.alias.is_empty() && !dev.up && is_ifb_name(&dev.name),
-        };
-        if stale {
-            log::debug!("gc: deleting {} ({:?})", dev.name, dev.alias);
-            if let Err(e) = nl.del_link_by_name(&dev.name) {
-                errors.push(format!("delete {}: {e}", dev.name));
-            }
-        }
-    }
-    if errors.is_empty() {
-        Ok(Output::Nothing)
-    } else {
-        Err(CniError::internal(errors.join("; ")))
-    }
-}
-
-/// `bwp` and 12 lower-case hex digits.
-fn is_ifb_name(name: &str) -> bool {
-    name.strip_prefix(ifb::PREFIX).is_some_and(|h| {
-        h.len() == 12
-            && h.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn ifb_names() {
-        assert!(super::is_ifb_name("bwp301e6c256607"));
-        assert!(!super::is_ifb_name("bwp301e6c25660"));
-        assert!(!super::is_ifb_name("bwp301E6c256607"));
-        assert!(!super::is_ifb_name("bwq301e6c256607"));
     }
 }

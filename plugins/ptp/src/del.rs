@@ -1,9 +1,9 @@
-//! DEL and GC: best effort, every step runs, errors are reported together.
+//! DEL: best effort, every step runs, errors are reported together.
 
 use crate::config;
 use cni_fw::masq::{self, Attachment};
 use cni_net::{NetNs, Netlink};
-use cni_skel::{CmdArgs, CmdResult, CniError, Command, Output, delegate};
+use cni_skel::{CmdArgs, CmdResult, CniError, Output, delegate};
 
 /// DEL: IPAM DEL, then the container link ([`delegate::del_ipam_and_link`]:
 /// as in the reference, since dhcp releases its lease from the link),
@@ -45,16 +45,4 @@ fn del_container_link(path: &std::path::Path, ifname: &str) -> Result<(), CniErr
                 path.display()
             ))
         })
-}
-
-/// GC: forwarded to IPAM, then the masquerade rules of this network's
-/// attachments that are not valid any more are removed (both backends).
-pub fn gc(args: &CmdArgs) -> CmdResult {
-    let conf = config::load(args)?;
-    let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
-    CniError::all_ok([
-        delegate::ipam_run(Command::Gc, args),
-        masq::gc(&conf.name, &valid),
-    ])?;
-    Ok(Output::Nothing)
 }
