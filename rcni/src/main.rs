@@ -24,12 +24,20 @@ type Main = fn(Vec<OsString>) -> ExitCode;
 /// tarball's set (every plugin but noop, the test double). Each library's
 /// `main` takes the arguments after the program name.
 const PLUGINS: &[(&str, Main)] = &[
+    ("bandwidth", bandwidth::main),
     ("bridge", bridge::main),
+    ("dhcp", dhcp::main),
+    ("dummy", dummy::main),
     ("host-local", host_local::main),
+    ("ipvlan", ipvlan::main),
     ("loopback", loopback::main),
     ("macvlan", macvlan::main),
+    ("ptp", ptp::main),
+    ("sbr", sbr::main),
     ("static", r#static::main),
     ("tap", tap::main),
+    ("vlan", vlan::main),
+    ("vrf", vrf::main),
 ];
 
 /// The name of the multicall binary itself: called so, the first argument
