@@ -230,6 +230,13 @@ pub fn kernel_route(r: &cni_skel::Route, gw: Option<IpAddr>, oif: u32) -> Route 
 }
 
 /// Waits until no IPv6 address of `link` is tentative; DAD failure is an error.
+///
+/// DAD runs only on a link that is operationally up: a link without a
+/// carrier (a tap no VM has attached yet, a parent with its cable out)
+/// keeps its addresses tentative until it gets one, so waiting is pointless
+/// and ADD succeeds at once. As the reference since v1.9.0 (372953df),
+/// addresses still tentative at the deadline fail ADD only when the link is
+/// operationally up then.
 pub fn settle_dad(nl: &Netlink, link: &Link, timeout: Duration) -> Result<(), CniError> {
     let start = Instant::now();
     loop {
@@ -243,7 +250,22 @@ pub fn settle_dad(nl: &Netlink, link: &Link, timeout: Duration) -> Result<(), Cn
         if !addrs.iter().any(|a| a.tentative) {
             return Ok(());
         }
+        let now = nl.link_by_index(link.index)?.ok_or_else(|| {
+            CniError::internal(format!(
+                "failed to settle addresses on {}: link gone",
+                link.name
+            ))
+        })?;
+        // `carrier` is set by the driver synchronously; `operstate` lags it
+        // by up to a second (link watch), so a link that just got its
+        // carrier is still waited for.
+        if !now.carrier {
+            return Ok(());
+        }
         if start.elapsed() > timeout {
+            if now.operstate != "up" {
+                return Ok(());
+            }
             return Err(CniError::internal(format!(
                 "failed to settle addresses on {}: still tentative after {timeout:?}",
                 link.name

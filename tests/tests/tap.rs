@@ -506,3 +506,44 @@ fn a_process_attached_to_the_tap_exchanges_frames_with_the_container() {
     run("DEL", &host, &cont, &with_prev(&c, &r)).ok();
     assert!(taps(&cont).is_empty());
 }
+
+/// A tap no process has attached has no carrier, so its IPv6 addresses stay
+/// tentative (DAD waits for the carrier): ADD with an IPv6 gateway must not
+/// wait for them, as the reference since v1.9.0 (372953df). Before, ADD
+/// failed after 5 s with "still tentative".
+#[test]
+fn pb_ipv6_gateway_on_a_tap_without_carrier_adds_at_once() {
+    if skip_unless_root("tap::pb_ipv6_gateway_on_a_tap_without_carrier_adds_at_once") {
+        return;
+    }
+    let host = Netns::new("pbh");
+    host.exec_ok("ip", &["link", "set", "lo", "up"]);
+    let cont = Netns::new("pbc");
+    let data = rcni_tests::host_local_util::DataDir::new("pbtap");
+    let mut c = data.conf(
+        "1.1.0",
+        json!({"ranges": [[{"subnet": "fd00:161:1::/64", "gateway": "fd00:161:1::1"}]],
+               "routes": [{"dst": "::/0"}]}),
+    );
+    c["type"] = json!("tap");
+    let started = std::time::Instant::now();
+    let r = run("ADD", &host, &cont, &c).ok();
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(3),
+        "ADD took {took:?}"
+    );
+    let l = details(&cont, "eth0");
+    assert!(
+        l["flags"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|x| x == "NO-CARRIER")),
+        "{l}"
+    );
+    let routes = cont.ip_json(&["-6", "route", "show", "default"]);
+    assert_eq!(routes[0]["gateway"], "fd00:161:1::1", "{routes}");
+    assert_eq!(r["ips"][0]["gateway"], "fd00:161:1::1");
+    run("DEL", &host, &cont, &with_prev(&c, &r)).ok();
+    assert!(taps(&cont).is_empty());
+    assert!(data.reservations().is_empty());
+}

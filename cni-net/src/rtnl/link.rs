@@ -31,6 +31,9 @@ pub struct Link {
     pub promisc: bool,
     /// All-multicast mode (`IFF_ALLMULTI`).
     pub allmulti: bool,
+    /// Up with a carrier (`IFF_LOWER_UP`): set by the driver at once, while
+    /// `operstate` follows it through the kernel's delayed link watch.
+    pub carrier: bool,
     /// Transmit queue length (`IFLA_TXQLEN`).
     pub txqlen: u32,
     /// Link kind from `IFLA_INFO_KIND`: `"veth"`, `"bridge"`, `"vlan"` …;
@@ -62,6 +65,7 @@ impl Link {
             up: m.header.flags.contains(LinkFlags::Up),
             promisc: m.header.flags.contains(LinkFlags::Promisc),
             allmulti: m.header.flags.contains(LinkFlags::Allmulti),
+            carrier: m.header.flags.contains(LinkFlags::LowerUp),
             ..Link::default()
         };
         for a in m.attributes {

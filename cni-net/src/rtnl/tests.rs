@@ -819,7 +819,7 @@ fn parses_link_answer() {
     info.end(port);
     let info = info.finish(0).unwrap()[16..].to_vec();
     let b = body(
-        &ifinfomsg(0, 12, 0x1 | 0x100 | 0x200 | 0x1000, 0),
+        &ifinfomsg(0, 12, 0x1 | 0x100 | 0x200 | 0x1000 | 0x10000, 0),
         &[
             (3, b"veth1\0"),
             (4, &1500u32.to_ne_bytes()),
@@ -843,6 +843,7 @@ fn parses_link_answer() {
             up: true,
             promisc: true,
             allmulti: true,
+            carrier: true,
             txqlen: 500,
             kind: "veth".into(),
             master: Some(4),
