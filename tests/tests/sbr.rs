@@ -5,7 +5,9 @@
 //! removing rules and emptying tables, DEL with the netns gone (no file
 //! created), `table` mode, a table that holds routes without a rule being
 //! skipped, CHECK, bad input changing nothing, and real traffic through
-//! a second interface. Namespaces go on drop, also when a test fails.
+//! a second interface; HEAD's `gateways` and `addSourceHints` (the `pa_`
+//! tests, `pasc…`/`pasp…`, 10.160.0.0/16). Namespaces go on drop, also
+//! when a test fails.
 
 #![cfg(test)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -22,18 +24,53 @@ struct Ctr {
     ns: Netns,
     peer: Netns,
     subnet: u8,
+    /// The first two octets of the IPv4 subnets ("10.126").
+    v4net: &'static str,
+    /// The first 32 bits of the IPv6 subnets ("fd26:126").
+    v6net: &'static str,
 }
 
 impl Ctr {
     fn new(subnet: u8) -> Ctr {
-        let ns = Netns::new("sbc");
-        let peer = Netns::new("sbp");
-        let c = Ctr { ns, peer, subnet };
-        c.wire("eth0");
-        c.ns.exec_ok("ip", &["route", "add", "default", "via", &c.v4(1)]);
-        c.ns.exec_ok("ip", &["route", "add", "10.126.250.0/24", "via", &c.v4(1)]);
-        c.ns.exec_ok("ip", &["-6", "route", "add", "default", "via", &c.v6(1)]);
+        let c = Ctr::bare(("sbc", "sbp"), subnet, "10.126", "fd26:126");
+        c.main_routes();
         c
+    }
+
+    /// The `pa` tests' container (10.160.N.0/24, fd16:160:0:N::/64),
+    /// with or without the main plugin's routes in main.
+    fn pa(subnet: u8, routes: bool) -> Ctr {
+        let c = Ctr::bare(("pasc", "pasp"), subnet, "10.160", "fd16:160");
+        if routes {
+            c.main_routes();
+        }
+        c
+    }
+
+    /// Only the wired `eth0`: its connected routes, nothing else.
+    fn bare(tags: (&str, &str), subnet: u8, v4net: &'static str, v6net: &'static str) -> Ctr {
+        let ns = Netns::new(tags.0);
+        let peer = Netns::new(tags.1);
+        let c = Ctr {
+            ns,
+            peer,
+            subnet,
+            v4net,
+            v6net,
+        };
+        c.wire("eth0");
+        c
+    }
+
+    /// A default route and a static route through the peer, both families.
+    fn main_routes(&self) {
+        let far = format!("{}.250.0/24", self.v4net);
+        self.ns
+            .exec_ok("ip", &["route", "add", "default", "via", &self.v4(1)]);
+        self.ns
+            .exec_ok("ip", &["route", "add", &far, "via", &self.v4(1)]);
+        self.ns
+            .exec_ok("ip", &["-6", "route", "add", "default", "via", &self.v6(1)]);
     }
 
     /// A veth `ifname` in the container to a peer `p<ifname>`, with the
@@ -51,11 +88,11 @@ impl Ctr {
     }
 
     fn v4(&self, host: u8) -> String {
-        format!("10.126.{}.{host}", self.subnet)
+        format!("{}.{}.{host}", self.v4net, self.subnet)
     }
 
     fn v6(&self, host: u8) -> String {
-        format!("fd26:126:0:{:x}::{host}", self.subnet)
+        format!("{}:0:{:x}::{host}", self.v6net, self.subnet)
     }
 
     fn conf(&self, version: &str, extra: Value) -> Value {
@@ -427,4 +464,201 @@ fn chain_check_after_bridge() {
     assert!(chain.check().is_err());
     chain.del().unwrap();
     chain.del().unwrap();
+}
+
+/// The `pa` tests' config: the prevResult's addresses of `c`, with their
+/// gateway only when `gw`, and `extra` keys.
+fn pa_conf(c: &Ctr, gw: bool, extra: Value) -> Value {
+    let mut conf = c.conf("1.0.0", extra);
+    if !gw {
+        for ip in conf["prevResult"]["ips"].as_array_mut().unwrap() {
+            ip.as_object_mut().unwrap().remove("gateway");
+        }
+    }
+    conf
+}
+
+/// HEAD's `gateways` (PR 1217): a DHCP-like network whose result has no
+/// gateway (and nothing in main but the connected routes) gets its default
+/// routes in the tables from `gateways`, one per family; without it, none.
+#[test]
+fn pa_gateways_give_a_gatewayless_network_its_default_routes() {
+    if skip_unless_root("pa_gateways_give_a_gatewayless_network_its_default_routes") {
+        return;
+    }
+    let default_in = |c: &Ctr, fam: &str, table: &str| {
+        c.ns.routes(fam, table)
+            .into_iter()
+            .filter(|r| r.starts_with("default"))
+            .collect::<Vec<_>>()
+    };
+    // The symptom users reported: no default route in the table.
+    let without = Ctr::pa(5, false);
+    without
+        .run("ADD", &pa_conf(&without, false, json!({})))
+        .ok();
+    assert!(default_in(&without, "-4", "100").is_empty());
+    assert!(default_in(&without, "-6", "101").is_empty());
+
+    let c = Ctr::pa(1, false);
+    let conf = pa_conf(&c, false, json!({"gateways": [c.v6(1), c.v4(1)]}));
+    c.run("ADD", &conf).ok();
+    let rules = c.ns.exec_ok("ip", &["-4", "rule"]);
+    assert!(rules.contains("from 10.160.1.2 lookup 100"), "{rules}");
+    assert_eq!(
+        default_in(&c, "-4", "100"),
+        ["default via 10.160.1.1 dev eth0"]
+    );
+    assert!(
+        c.ns.routes("-4", "100")
+            .iter()
+            .any(|r| r.starts_with("10.160.1.0/24 dev eth0")),
+        "{:?}",
+        c.ns.routes("-4", "100")
+    );
+    let d6 = default_in(&c, "-6", "101");
+    assert!(
+        d6.len() == 1 && d6[0].starts_with("default via fd16:160:0:1::1 dev eth0"),
+        "{d6:?}"
+    );
+    // The route a packet from the address takes: the table's default.
+    let via = c.ns.exec_ok(
+        "ip",
+        &["route", "get", "10.160.250.5", "from", "10.160.1.2"],
+    );
+    assert!(via.contains("via 10.160.1.1 dev eth0 table 100"), "{via}");
+    assert!(c.ns.routes("-4", "main").is_empty());
+    c.run("CHECK", &conf).ok();
+    c.run("DEL", &conf).ok();
+    assert!(c.ns.routes("-4", "100").is_empty() && c.ns.routes("-6", "101").is_empty());
+    let rules = c.ns.exec_ok("ip", &["-4", "rule"]);
+    assert!(!rules.contains("lookup 100"), "{rules}");
+}
+
+/// `gateways` wins over the prevResult's gateway, and over the main
+/// table's default route through the interface that ADD copies into the
+/// table; the other family keeps the prevResult's.
+#[test]
+fn pa_gateways_override_the_prev_result() {
+    if skip_unless_root("pa_gateways_override_the_prev_result") {
+        return;
+    }
+    let c = Ctr::pa(2, true);
+    c.run("ADD", &pa_conf(&c, true, json!({"gateways": [c.v4(254)]})))
+        .ok();
+    let t100 = c.ns.routes("-4", "100");
+    let defaults: Vec<_> = t100.iter().filter(|r| r.starts_with("default")).collect();
+    assert_eq!(defaults, ["default via 10.160.2.254 dev eth0"], "{t100:?}");
+    // The static route through the prevResult's gateway still moved.
+    assert!(
+        t100.iter()
+            .any(|r| r.starts_with("10.160.250.0/24 via 10.160.2.1")),
+        "{t100:?}"
+    );
+    let t101 = c.ns.routes("-6", "101");
+    assert!(
+        t101.iter()
+            .any(|r| r.starts_with("default via fd16:160:0:2::1 dev eth0")),
+        "{t101:?}"
+    );
+}
+
+/// HEAD's `addSourceHints`: the tables and rules as without it, and the
+/// subnet routes back in main with the address as source, so traffic
+/// that picks no source still reaches the subnet (and gets the address),
+/// while the default and static routes leave main.
+#[test]
+fn pa_source_hints_keep_subnet_routes_in_main() {
+    if skip_unless_root("pa_source_hints_keep_subnet_routes_in_main") {
+        return;
+    }
+    let c = Ctr::pa(3, true);
+    let conf = pa_conf(&c, true, json!({"addSourceHints": true}));
+    c.run("ADD", &conf).ok();
+    assert_eq!(
+        c.ns.routes("-4", "main"),
+        ["10.160.3.0/24 dev eth0 scope link src 10.160.3.2"]
+    );
+    let main6 = c.ns.routes("-6", "main");
+    assert!(
+        main6.len() == 1 && main6[0].starts_with("fd16:160:0:3::/64 dev eth0 src fd16:160:0:3::2"),
+        "{main6:?}"
+    );
+    let t100 = c.ns.routes("-4", "100");
+    for want in [
+        "default via 10.160.3.1 dev eth0",
+        "10.160.3.0/24 dev eth0",
+        "10.160.250.0/24 via 10.160.3.1",
+    ] {
+        assert!(t100.iter().any(|r| r.starts_with(want)), "{want}: {t100:?}");
+    }
+    let rules = c.ns.exec_ok("ip", &["-4", "rule"]);
+    assert!(rules.contains("from 10.160.3.2 lookup 100"), "{rules}");
+    // No source chosen: main, the hint's source.
+    let near = c.ns.exec_ok("ip", &["route", "get", "10.160.3.9"]);
+    assert!(near.contains("dev eth0 src 10.160.3.2"), "{near}");
+    let far = c.ns.exec("ip", &["route", "get", "10.160.250.5"]);
+    assert!(!far.status.success(), "main still routes far away");
+    let far = c.ns.exec_ok(
+        "ip",
+        &["route", "get", "10.160.250.5", "from", "10.160.3.2"],
+    );
+    assert!(far.contains("via 10.160.3.1 dev eth0 table 100"), "{far}");
+    c.run("CHECK", &conf).ok();
+    c.run("DEL", &conf).ok();
+    assert!(c.ns.routes("-4", "100").is_empty());
+}
+
+/// What the reference refuses in `gateways`, refused with its texts,
+/// changing nothing; DEL of such a config succeeds, and `table` mode
+/// ignores `gateways` (the reference reads it only without `table`).
+#[test]
+fn pa_bad_gateways_change_nothing() {
+    if skip_unless_root("pa_bad_gateways_change_nothing") {
+        return;
+    }
+    let c = Ctr::pa(4, true);
+    let before = c.state();
+    for (gws, msg) in [
+        (
+            json!(["10.160.4.1", "fd16:160:0:4::1", "10.160.4.9"]),
+            "gateways list cannot contain more than 2 entries (one IPv4, one IPv6)",
+        ),
+        (
+            json!(["10.160.4.1", "10.160.4.254"]),
+            "gateways list contains multiple IPv4 addresses: 10.160.4.1 and 10.160.4.254",
+        ),
+        (
+            json!(["fd16:160:0:4::1", "fd16:160:0:4::fe"]),
+            "gateways list contains multiple IPv6 addresses: fd16:160:0:4::1 and fd16:160:0:4::fe",
+        ),
+        (
+            json!(["10.160.4.1/24"]),
+            "invalid static gateway IP address: 10.160.4.1/24",
+        ),
+    ] {
+        let conf = pa_conf(&c, true, json!({"gateways": gws}));
+        let e = c.run("ADD", &conf).err();
+        assert_eq!(e["msg"], msg, "{gws}");
+        assert_eq!(e["code"], 7, "{gws}");
+        assert_eq!(c.state(), before, "{gws}");
+        c.run("DEL", &conf).ok();
+    }
+    let e = c
+        .run("ADD", &pa_conf(&c, true, json!({"gateways": "10.160.4.1"})))
+        .err();
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("failed to parse network configuration"),
+        "{e}"
+    );
+    assert_eq!(c.state(), before);
+    let table = pa_conf(&c, true, json!({"table": 600, "gateways": ["x", "y", "z"]}));
+    c.run("ADD", &table).ok();
+    let rules = c.ns.exec_ok("ip", &["-4", "rule"]);
+    assert!(rules.contains("from 10.160.4.2 lookup 600"), "{rules}");
+    c.run("DEL", &table).ok();
+    assert_eq!(c.state(), before);
 }

@@ -1,17 +1,18 @@
 //! ADD: per address of the interface, a rule "from <address> lookup
 //! <table>"; without `table`, also a free table holding the interface's
-//! routes. A failed ADD takes back what it did.
+//! routes (and, with `addSourceHints`, the subnet routes back in main with
+//! the address as their source). A failed ADD takes back what it did.
 
-use crate::config::Conf;
+use crate::config::{Conf, Gateways};
 use crate::{FIRST_TABLE, family_of, flush_table, host_net, ips_of, ns_path, prev_result};
-use cni_net::{IpFamily, NetNs, Netlink, Route, Rule, TABLE_MAIN};
+use cni_net::{IpFamily, NetNs, Netlink, Route, Rule, TABLE_MAIN, scope};
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output};
 use ipnetwork::IpNetwork;
 use std::collections::HashSet;
 
 /// ADD.
 pub fn add(args: &CmdArgs) -> CmdResult {
-    let table = Conf::parse(args)?;
+    let conf = Conf::parse(args)?;
     let result = prev_result(args)?;
     let ips = ips_of(&result, &args.ifname);
     if ips.is_empty() {
@@ -25,9 +26,11 @@ pub fn add(args: &CmdArgs) -> CmdResult {
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host()?;
         let mut undo = Undo::default();
-        let r = match table {
+        let r = match conf.table {
+            // The reference reads `gateways` and `addSourceHints` only
+            // without `table`.
             Some(t) => rules_only(&nl, &ips, t, &mut undo),
-            None => route_tables(&nl, &args.ifname, &result, &ips, &mut undo),
+            None => route_tables(&nl, &args.ifname, &result, &ips, &conf, &mut undo),
         };
         if r.is_err() {
             undo.run(&nl);
@@ -109,15 +112,19 @@ fn belongs_to(route: &Route, ip: &IpNetwork) -> bool {
 }
 
 /// The default mode: per address, a free table with the interface's
-/// routes of that family (and the default route through the gateway),
-/// a rule pointing to it; then those routes leave the main table.
+/// routes of that family (and the default route through the gateway: the
+/// family's of `gateways`, else the prevResult's), a rule pointing to it;
+/// then those routes leave the main table (with `addSourceHints`, the
+/// connected ones stay there with a source hint).
 fn route_tables(
     nl: &Netlink,
     ifname: &str,
     result: &CniResult,
     ips: &[IpNetwork],
+    conf: &Conf,
     undo: &mut Undo,
 ) -> Result<(), CniError> {
+    let gateways: Gateways = conf.gateways()?;
     let link = nl.link_by_name(ifname)?.ok_or_else(|| {
         CniError::internal(format!(
             "Cannot find network interface {ifname}: Link not found"
@@ -142,17 +149,24 @@ fn route_tables(
         undo.rules.push(rule);
         undo.tables.push((family, table));
         used.insert(table);
-        let gateway = result
+        let from_result = result
             .ips
             .iter()
             .find(|c| c.address == *ip)
             .and_then(|c| c.gateway);
-        if let Some(gw) = gateway {
+        let default_via = |gw: std::net::IpAddr| {
             let mut r = Route::default_route(family).via(gw).dev(link.index);
             r.table = Some(table);
             nl.replace_route(&r).map_err(|e| {
                 CniError::internal(format!("Failed to add default route to {gw}: {e}"))
-            })?;
+            })
+        };
+        // The prevResult's gateway goes first, so that a default route
+        // in main through the interface, copied next, takes its place (as
+        // in the reference); one of `gateways` goes last and stays.
+        let ours = gateways.of(family == IpFamily::V4);
+        if let (None, Some(gw)) = (ours, from_result) {
+            default_via(gw)?;
         }
         for r in main_routes.iter().filter(|r| belongs_to(r, ip)) {
             let mut copy = r.clone();
@@ -164,7 +178,14 @@ fn route_tables(
                 moved.push(r.clone());
             }
         }
+        if let Some(gw) = ours {
+            default_via(gw)?;
+        }
         table = next_free(&used, table + 1)?;
+    }
+    if conf.add_source_hints {
+        source_hints(nl, ips, link.index, &moved);
+        return Ok(());
     }
     for r in moved {
         nl.del_route(&r)
@@ -172,6 +193,31 @@ fn route_tables(
         undo.removed_from_main.push(r);
     }
     Ok(())
+}
+
+/// `addSourceHints`, as the reference does it once the tables are made:
+/// per address, `<subnet> dev <if> scope link src <address>` replaces its
+/// subnet's route in the main table; then the moved routes not of scope
+/// link leave main (IPv6 routes all read back as scope universe, so every
+/// moved IPv6 route goes, the subnet's hint route staying beside them at
+/// the kernel's user metric). Failures are only logged, as the
+/// reference's: the rules and tables are in place, and the main table
+/// keeps at worst a route it had.
+fn source_hints(nl: &Netlink, ips: &[IpNetwork], oif: u32, moved: &[Route]) {
+    for ip in ips {
+        let subnet = IpNetwork::new(ip.network(), ip.prefix()).unwrap_or(*ip);
+        let mut r = Route::new(subnet).dev(oif);
+        r.src = Some(ip.ip());
+        r.scope = Some(scope::LINK);
+        if let Err(e) = nl.replace_route(&r) {
+            log::warn!("Failed to add subnet route to main table: {e}");
+        }
+    }
+    for r in moved.iter().filter(|r| r.scope != Some(scope::LINK)) {
+        if let Err(e) = nl.del_route(r) {
+            log::warn!("Failed to delete route: {e}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 /// CHECK: every address has its rule, and (without `table`) the table it
 /// points to routes through the interface.
 pub fn check(args: &CmdArgs) -> CmdResult {
-    let table = Conf::parse(args)?;
+    let table = Conf::parse(args)?.table;
     let result = prev_result(args)?;
     let ips = ips_of(&result, &args.ifname);
     let ns = NetNs::open_locked_if_present(ns_path(args)?)?

@@ -28,7 +28,7 @@ fn del_ips(args: &CmdArgs, nl: &Netlink) -> Result<Vec<IpNetwork>, CniError> {
 /// another rule still uses that table. A gone netns is success and is
 /// never created.
 pub fn del(args: &CmdArgs) -> CmdResult {
-    let table = Conf::parse(args)?;
+    let table = Conf::parse(args)?.table;
     let Some(path) = args.netns.as_deref().filter(|p| !p.as_os_str().is_empty()) else {
         return Ok(Output::Nothing);
     };
