@@ -814,3 +814,62 @@ fn del_releases_the_dhcp_lease_before_the_device_leaves() {
     );
     assert!(link(&h, "net1").is_object() && container_links(&cont).is_empty());
 }
+
+/// `DPDKMode` (Go's untagged field, so any case of the key) without a
+/// `pciBusID`: nothing is moved, IPAM runs, the result names `CNI_IFNAME`
+/// in the sandbox without a MAC; CHECK and DEL leave the device alone.
+/// Ours and the Go reference side by side (Debian's v1.1.1 already has the
+/// key). Before, rcni ignored the key and moved the device into the
+/// container.
+#[test]
+fn pb_dpdk_mode_without_pci_moves_nothing_like_go() {
+    if skip_unless_root("host_device::pb_dpdk_mode_without_pci_moves_nothing_like_go") {
+        return;
+    }
+    let h = Netns::new("pbh");
+    h.exec_ok(
+        "ip",
+        &[
+            "link", "add", "pbv0", "type", "veth", "peer", "name", "pbp0",
+        ],
+    );
+    h.exec_ok("ip", &["link", "set", "pbv0", "up"]);
+    let mut sides = vec![("ours", ours())];
+    match go_bin("host-device") {
+        Some(go) => sides.push(("go", go)),
+        None => eprintln!("SKIP the Go side: /usr/lib/cni/host-device missing"),
+    }
+    let mut results = Vec::new();
+    for (i, (side, bin)) in sides.into_iter().enumerate() {
+        for (j, key) in ["DPDKMode", "dpdkmode", "dpdkMode"].into_iter().enumerate() {
+            let data = DataDir::new("pbdpdk");
+            let cont = Netns::new("pbc");
+            let plugin = HostPlugin::new(bin.clone(), &h);
+            let mut extra = json!({"device": "pbv0"});
+            extra[key] = json!(true);
+            let c = conf("host-device", &data, "1.0.0", Some("10.161.2.0/24"), extra);
+            let cid = format!("pb{i}{j}");
+            let r = plugin.add(&cid, &cont, &c);
+            // v1.9.1 names the interface; Debian's v1.1.1 names none.
+            if side == "ours" {
+                assert_eq!(
+                    r["interfaces"],
+                    json!([{"name": "eth0", "sandbox": cont.path().display().to_string()}]),
+                    "{side} {key}: {r}"
+                );
+            }
+            assert_eq!(r["ips"][0]["address"], "10.161.2.2/24", "{side} {key}: {r}");
+            assert_eq!(r["ips"][0]["interface"], 0, "{side} {key}: {r}");
+            assert!(link(&h, "pbv0").is_object(), "{side} {key}: moved");
+            assert!(container_links(&cont).is_empty(), "{side} {key}");
+            assert_eq!(data.reservations().len(), 1, "{side} {key}");
+            let cp = with_prev(&c, &r);
+            plugin.run("CHECK", &cid, &cont, &cp).ok();
+            plugin.del(&cid, &cont, &cp);
+            assert!(data.reservations().is_empty(), "{side} {key}");
+            assert!(link(&h, "pbv0").is_object(), "{side} {key}");
+            results.push(r["ips"].clone());
+        }
+    }
+    assert!(results.windows(2).all(|w| w[0] == w[1]), "{results:?}");
+}

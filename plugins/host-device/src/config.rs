@@ -20,6 +20,10 @@ struct Raw {
     kernelpath: Option<String>,
     #[serde(default, rename = "pciBusID")]
     pci_bus_id: Option<String>,
+    /// Go's `DPDKMode` field has no JSON tag: its key is the field name,
+    /// matched case-insensitively (`dpdkMode`, `dpdkmode` …).
+    #[serde(default, rename = "DPDKMode")]
+    dpdk_mode: Option<bool>,
     #[serde(default, rename = "runtimeConfig")]
     runtime_config: Option<RuntimeConfig>,
 }
@@ -44,6 +48,11 @@ pub enum Selector {
 pub struct Conf {
     /// The device.
     pub selector: Selector,
+    /// The PCI function (`pciBusID` or a PCI `deviceID`), whichever key
+    /// names the device: its driver decides DPDK mode, as in the reference.
+    pub pci: Option<String>,
+    /// `DPDKMode`, which counts only without a PCI function.
+    pub dpdk_mode: bool,
     /// `ipam.type` is set.
     pub ipam: bool,
     /// `dns`, which replaces IPAM's in the result.
@@ -78,7 +87,7 @@ fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf, sys: &Sysfs) -> Result<C
             )));
         }
         Selector::KernelPath(k)
-    } else if let Some(p) = pci {
+    } else if let Some(p) = pci.clone() {
         Selector::Pci(p)
     } else if let Some(a) = aux {
         Selector::Auxiliary(a)
@@ -89,6 +98,8 @@ fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf, sys: &Sysfs) -> Result<C
     };
     Ok(Conf {
         selector,
+        pci,
+        dpdk_mode: raw.dpdk_mode.unwrap_or(false),
         ipam: common.ipam_type().is_some(),
         dns: common.dns.clone().unwrap_or_default(),
     })
@@ -149,5 +160,32 @@ mod tests {
             let e = load_str(bad).unwrap_err();
             assert!(e.msg.contains(want), "{bad}: {e:?}");
         }
+    }
+
+    #[test]
+    fn dpdk_mode_is_go_field_name_in_any_case() {
+        let conf = |s: &str| load_str(s).unwrap();
+        for key in ["DPDKMode", "dpdkmode", "dpdkMode", "DpdkMode"] {
+            let c = conf(&format!(r#"{{"name":"n","device":"eth1","{key}":true}}"#));
+            assert!(c.dpdk_mode, "{key}");
+            assert_eq!(c.pci, None);
+        }
+        for s in [
+            r#"{"name":"n","device":"eth1"}"#,
+            r#"{"name":"n","device":"eth1","DPDKMode":false}"#,
+            r#"{"name":"n","device":"eth1","DPDKMode":null}"#,
+        ] {
+            assert!(!conf(s).dpdk_mode, "{s}");
+        }
+        // The PCI function is kept whichever key names the device: its
+        // driver decides DPDK mode then, `DPDKMode` does not.
+        let c = conf(r#"{"name":"n","device":"eth1","pciBusID":"0000:01:00.0","DPDKMode":true}"#);
+        assert_eq!(c.selector, Selector::Name("eth1".into()));
+        assert_eq!(c.pci.as_deref(), Some("0000:01:00.0"));
+        // A key alone names no device; a non-boolean is refused as in Go.
+        let e = load_str(r#"{"name":"n","DPDKMode":true}"#).unwrap_err();
+        assert!(e.msg.contains("specify either"), "{e:?}");
+        let e = load_str(r#"{"name":"n","device":"eth1","DPDKMode":"true"}"#).unwrap_err();
+        assert!(e.msg.contains("failed to load netconf"), "{e:?}");
     }
 }

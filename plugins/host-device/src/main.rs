@@ -56,11 +56,12 @@ fn find_device(nl: &Netlink, sys: &Sysfs, sel: &Selector) -> Result<Link, CniErr
     }
 }
 
-/// A PCI function bound to a userspace driver: nothing to move.
+/// A PCI function bound to a userspace driver, or `DPDKMode` without a
+/// PCI function (as the reference's `loadConf`): nothing to move.
 fn dpdk(conf: &Conf, sys: &Sysfs) -> Result<bool, CniError> {
-    match &conf.selector {
-        Selector::Pci(p) => sys.is_userspace_driven(p).map_err(CniError::internal),
-        _ => Ok(false),
+    match &conf.pci {
+        Some(p) => sys.is_userspace_driven(p).map_err(CniError::internal),
+        None => Ok(conf.dpdk_mode),
     }
 }
 
