@@ -547,3 +547,40 @@ fn pb_ipv6_gateway_on_a_tap_without_carrier_adds_at_once() {
     assert!(taps(&cont).is_empty());
     assert!(data.reservations().is_empty());
 }
+
+/// `selinuxContext` without SELinux (this machine): ADD fails as the
+/// reference's does (go-selinux writes the context to the thread's
+/// `attr/exec`; the kernel refuses it), before IPAM runs and before
+/// anything is made: no tap, no lease.
+#[test]
+fn pa_selinux_context_without_selinux_fails_as_go_before_ipam() {
+    if skip_unless_root("tap::pa_selinux_context_without_selinux_fails_as_go_before_ipam") {
+        return;
+    }
+    if std::fs::read("/proc/self/attr/current").is_ok() {
+        println!("SKIP pa_selinux_context_without_selinux_fails_as_go_before_ipam: an LSM is on");
+        return;
+    }
+    let (host, cont) = (Netns::new("path"), Netns::new("patc"));
+    host.exec_ok("ip", &["link", "set", "lo", "up"]);
+    let data_dir = std::env::temp_dir().join(rcni_tests::unique("pasel"));
+    let c = conf(
+        "1.0.0",
+        json!({
+            "selinuxContext": "system_u:system_r:container_t:s0:c1,c2",
+            "ipam": {"type": "host-local", "subnet": "10.160.40.0/24",
+                     "dataDir": data_dir.display().to_string()},
+        }),
+    );
+    let e = run("ADD", &host, &cont, &c).err();
+    assert_eq!(e["code"], 999, "{e}");
+    assert_eq!(
+        e["msg"],
+        "failed set socket label: write /proc/thread-self/attr/exec: invalid argument"
+    );
+    assert_eq!(cont.link_names(), ["lo"]);
+    assert!(!data_dir.exists(), "IPAM ran: {}", data_dir.display());
+    // DEL of that config is fine (nothing to do).
+    run("DEL", &host, &cont, &c).ok();
+    let _ = std::fs::remove_dir_all(&data_dir);
+}

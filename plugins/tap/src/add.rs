@@ -1,40 +1,13 @@
-//! ADD: the tap made in the container (MTU, MAC, bridge port), then its
-//! addresses; any failure undoes everything.
+//! ADD: the tap made in the container (with `selinuxContext`, by `ip`
+//! under that exec label), MTU, MAC, bridge port, then its addresses; any
+//! failure undoes everything.
 
 use crate::config::{self, TapConf};
+use crate::selinux;
 use cni_net::link_plugin::{self, Addressing, Ctx, L3Opts};
 use cni_net::tuntap::{TapOpts, create_persistent_tap};
 use cni_net::{Link, Netlink};
-use cni_skel::error::code;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
-
-/// `selinuxContext`: the Go plugin writes it to `/proc/thread-self/attr/exec`
-/// and runs `ip tuntap` under it, so the device gets that label. Without
-/// SELinux the write fails, with the reference's error. With SELinux we
-/// cannot label a device we create in-process: refused, rather than made
-/// with the wrong label.
-fn selinux_label(ctx: &str) -> Result<(), CniError> {
-    const ATTR: &str = "/proc/thread-self/attr/exec";
-    if let Err(e) = std::fs::write(ATTR, ctx) {
-        // Go's spelling: "invalid argument", without "(os error 22)".
-        let text = e.to_string();
-        let text = text.split(" (os error").next().unwrap_or_default();
-        let mut chars = text.chars();
-        let reason: String = chars
-            .next()
-            .map(|f| f.to_lowercase().chain(chars).collect())
-            .unwrap_or_default();
-        return Err(CniError::internal(format!(
-            "failed set socket label: write {ATTR}: {reason}"
-        )));
-    }
-    let _ = std::fs::write(ATTR, "");
-    Err(CniError::new(
-        code::UNSUPPORTED_FIELD,
-        "selinuxContext is not supported: rcni creates the tap in-process and cannot give it another SELinux label",
-        format!("selinuxContext: {ctx:?}"),
-    ))
-}
 
 /// Creates `CNI_IFNAME` as a persistent tap in the container, down, with
 /// MTU, MAC and bridge applied; deletes it again if any of those fails.
@@ -46,15 +19,19 @@ fn create(args: &CmdArgs, conf: &TapConf, cx: &Ctx) -> Result<Link, CniError> {
         owner: conf.owner,
         group: conf.group,
     };
-    cx.ns.run(|| create_persistent_tap(&opts))?.map_err(|e| {
-        if e.is_exists() {
-            CniError::internal(format!(
-                "failed to create tap: a link named {ifname:?} already exists in the container"
-            ))
-        } else {
-            CniError::internal(format!("failed to create tap: {e}"))
-        }
-    })?;
+    match &conf.selinux_context {
+        Some(ctx) => selinux::create_labelled_tap(&cx.ns, &opts, ctx)
+            .map_err(|e| CniError::internal(format!("failed to create tap: {}", e.msg)))?,
+        None => cx.ns.run(|| create_persistent_tap(&opts))?.map_err(|e| {
+            if e.is_exists() {
+                CniError::internal(format!(
+                    "failed to create tap: a link named {ifname:?} already exists in the container"
+                ))
+            } else {
+                CniError::internal(format!("failed to create tap: {e}"))
+            }
+        })?,
+    }
     let nl = &cx.ns_nl;
     let configured = nl
         .must_link(ifname)
@@ -99,7 +76,7 @@ fn setup(conf: &TapConf, nl: &Netlink, link: &Link) -> Result<Link, CniError> {
 pub fn add(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args)?;
     if let Some(ctx) = &conf.selinux_context {
-        selinux_label(ctx)?;
+        selinux::check_settable(ctx)?;
     }
     let cx = Ctx::open(args)?;
     let addressing = match conf.ipam {

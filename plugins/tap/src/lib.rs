@@ -9,6 +9,7 @@
 
 pub mod add;
 pub mod config;
+pub mod selinux;
 
 use cni_net::link_plugin::{self, Ctx, Expect};
 use cni_skel::{CmdArgs, CmdResult, Output, Plugin};
