@@ -1,0 +1,26 @@
+//! CHECK.
+
+use crate::config;
+use crate::device::dpdk;
+use crate::sysfs::Sysfs;
+use cni_net::link_plugin::{self, Ctx, Expect};
+use cni_skel::{CmdArgs, CmdResult, CniError, Command, Output, delegate};
+
+pub fn check(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
+    let conf = config::load(args, sys)?;
+    if dpdk(&conf, sys)? {
+        if conf.ipam {
+            delegate::ipam_run(Command::Check, args)?;
+        }
+        args.prev_result()?
+            .ok_or_else(|| CniError::internal("Required prevResult missing"))?;
+        return Ok(Output::Nothing);
+    }
+    let cx = Ctx::open(args)?;
+    let expect = Expect {
+        routes: true,
+        ..Expect::default()
+    };
+    link_plugin::check(args, &cx, conf.ipam, &expect)?;
+    Ok(Output::Nothing)
+}
