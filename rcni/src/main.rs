@@ -28,6 +28,7 @@ const PLUGINS: &[(&str, Main)] = &[
     ("bridge", bridge::main),
     ("dhcp", dhcp::main),
     ("dummy", dummy::main),
+    ("host-device", host_device::main),
     ("host-local", host_local::main),
     ("ipvlan", ipvlan::main),
     ("loopback", loopback::main),
@@ -36,6 +37,7 @@ const PLUGINS: &[(&str, Main)] = &[
     ("sbr", sbr::main),
     ("static", r#static::main),
     ("tap", tap::main),
+    ("tuning", tuning::main),
     ("vlan", vlan::main),
     ("vrf", vrf::main),
 ];
