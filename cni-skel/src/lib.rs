@@ -13,6 +13,7 @@ pub mod env;
 pub mod error;
 pub mod gojson;
 pub mod logger;
+pub mod parse_for;
 pub mod state;
 pub mod types;
 pub mod version;
@@ -20,6 +21,7 @@ pub mod version;
 pub use conf::NetConf;
 pub use env::{CmdArgs, Command};
 pub use error::{CniError, Context};
+pub use parse_for::ParseFor;
 pub use types::{CniResult, Dns, Interface, IpConfig, Route};
 
 use error::code;

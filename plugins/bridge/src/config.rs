@@ -3,7 +3,7 @@
 
 use cni_fw::Backend;
 use cni_net::{MAX_IFNAME_LEN, Mac};
-use cni_skel::{CmdArgs, CniError};
+use cni_skel::{CmdArgs, CniError, ParseFor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -211,14 +211,16 @@ fn parse_mac(source: &str, s: &str) -> Result<Mac, CniError> {
     Ok(mac)
 }
 
-/// Parses and validates the config of one invocation.
+/// Parses and validates the config of one invocation (leniently for DEL:
+/// [`ParseFor`]).
 pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
     let map: Map<String, Value> = serde_json::from_slice(&args.stdin)
         .map_err(|e| err(format!("failed to load netconf: {e}")))?;
-    load_value(
+    load_value_for(
         Value::Object(map),
         &args.args,
         args.conf.ipam_type().is_some(),
+        ParseFor::of(args),
     )
     .map(|mut c| {
         c.network = args.conf.name().to_string();
@@ -228,49 +230,51 @@ pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
 
 /// [`load`] on an already parsed config and raw `CNI_ARGS`.
 pub fn load_value(v: Value, cni_args: &str, layer3: bool) -> Result<Conf, CniError> {
+    load_value_for(v, cni_args, layer3, ParseFor::Use)
+}
+
+/// [`load_value`] for `mode`: for DEL, which reads only the IPAM type,
+/// `ipMasq` and `macspoofchk`, every refused value gets its default.
+pub fn load_value_for(
+    v: Value,
+    cni_args: &str,
+    layer3: bool,
+    mode: ParseFor,
+) -> Result<Conf, CniError> {
     let raw: Raw = cni_skel::gojson::from_value(&v)
         .map_err(|e| err(format!("failed to load netconf: {e}")))?;
     let bridge = raw.bridge.unwrap_or_else(|| DEFAULT_BRIDGE.to_string());
-    check_ifname("bridge name", &bridge)?;
+    mode.check(check_ifname("bridge name", &bridge))?;
     let vlan = raw.vlan.unwrap_or(0);
-    if !(0..=4094).contains(&vlan) {
-        return Err(err(format!(
-            "invalid VLAN ID {vlan} (must be between 0 and 4094)"
-        )));
-    }
-    let trunk = collect_trunk(raw.vlan_trunk.as_deref().unwrap_or_default())?;
-    let mtu = match raw.mtu.unwrap_or(0) {
-        0 => None,
-        m if (68..=65535).contains(&m) => u32::try_from(m).ok(),
-        m => {
-            return Err(err(format!(
+    let vlan = mode.or_else(
+        if (0..=4094).contains(&vlan) {
+            Ok(vlan)
+        } else {
+            Err(err(format!(
+                "invalid VLAN ID {vlan} (must be between 0 and 4094)"
+            )))
+        },
+        || 0,
+    )?;
+    let trunk = mode.or_else(
+        collect_trunk(raw.vlan_trunk.as_deref().unwrap_or_default()),
+        Vec::new,
+    )?;
+    let mtu = mode.or_else(
+        match raw.mtu.unwrap_or(0) {
+            0 => Ok(None),
+            m if (68..=65535).contains(&m) => Ok(u32::try_from(m).ok()),
+            m => Err(err(format!(
                 "invalid MTU {m} (must be 0 for the kernel default, or between 68 and 65535)"
-            )));
-        }
-    };
-    let ip_masq_backend = Backend::parse(raw.ip_masq_backend.as_deref())?;
-    let mut mac = None;
-    if !cni_args.is_empty() {
-        let parsed = cni_skel::args::CniArgs::load(cni_args, &["MAC"])?;
-        if let Some(m) = parsed.get("MAC").filter(|m| !m.is_empty()) {
-            mac = Some(parse_mac("CNI_ARGS", m)?);
-        }
-    }
-    if let Some(m) = raw
-        .args
-        .and_then(|a| a.cni)
-        .and_then(|c| c.mac)
-        .filter(|m| !m.is_empty())
-    {
-        mac = Some(parse_mac("args.cni.mac", &m)?);
-    }
-    if let Some(m) = raw
-        .runtime_config
-        .and_then(|r| r.mac)
-        .filter(|m| !m.is_empty())
-    {
-        mac = Some(parse_mac("runtimeConfig.mac", &m)?);
-    }
+            ))),
+        },
+        || None,
+    )?;
+    let ip_masq_backend = mode.or_else(Backend::parse(raw.ip_masq_backend.as_deref()), || None)?;
+    let mac = mode.or_else(
+        container_mac(cni_args, raw.args, raw.runtime_config),
+        || None,
+    )?;
     let is_default_gw = raw.is_default_gw.unwrap_or(false);
     let conf = Conf {
         network: String::new(),
@@ -294,12 +298,45 @@ pub fn load_value(v: Value, cni_args: &str, layer3: bool) -> Result<Conf, CniErr
         mac,
         layer3,
     };
+    mode.check(check_combinations(&conf))?;
+    Ok(conf)
+}
+
+/// The container MAC: `runtimeConfig.mac` over `args.cni.mac` over
+/// `CNI_ARGS` `MAC`.
+fn container_mac(
+    cni_args: &str,
+    args: Option<ArgsSection>,
+    runtime_config: Option<MacHolder>,
+) -> Result<Option<Mac>, CniError> {
+    let mut mac = None;
+    if !cni_args.is_empty() {
+        let parsed = cni_skel::args::CniArgs::load(cni_args, &["MAC"])?;
+        if let Some(m) = parsed.get("MAC").filter(|m| !m.is_empty()) {
+            mac = Some(parse_mac("CNI_ARGS", m)?);
+        }
+    }
+    if let Some(m) = args
+        .and_then(|a| a.cni)
+        .and_then(|c| c.mac)
+        .filter(|m| !m.is_empty())
+    {
+        mac = Some(parse_mac("args.cni.mac", &m)?);
+    }
+    if let Some(m) = runtime_config.and_then(|r| r.mac).filter(|m| !m.is_empty()) {
+        mac = Some(parse_mac("runtimeConfig.mac", &m)?);
+    }
+    Ok(mac)
+}
+
+/// Keys that cannot go together.
+fn check_combinations(conf: &Conf) -> Result<(), CniError> {
     if conf.layer3 && conf.disable_container_interface {
         return Err(err(
             "cannot use IPAM when DisableContainerInterface flag is set",
         ));
     }
-    if conf.vlan != 0 && conf.is_gw && layer3 {
+    if conf.vlan != 0 && conf.is_gw && conf.layer3 {
         // The VLAN gateway interface is named `<bridge>.<vlan>`.
         let gw_name = format!("{}.{}", conf.bridge, conf.vlan);
         if gw_name.len() > MAX_IFNAME_LEN {
@@ -314,7 +351,7 @@ pub fn load_value(v: Value, cni_args: &str, layer3: bool) -> Result<Conf, CniErr
             "cannot set hairpin mode and promiscuous mode at the same time",
         ));
     }
-    Ok(conf)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -505,5 +542,26 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn del_goes_on_without_refused_values() {
+        for v in [
+            json!({"mtu": -1}),
+            json!({"mtu": 70000}),
+            json!({"vlan": 5000}),
+            json!({"vlanTrunk": [{"id": 5000}]}),
+            json!({"bridge": "a/b"}),
+            json!({"hairpinMode": true, "promiscMode": true}),
+            json!({"runtimeConfig": {"mac": "zz"}}),
+            json!({"ipMasqBackend": "bogus", "ipMasq": true}),
+            json!({"disableContainerInterface": true}),
+        ] {
+            assert!(load(v.clone()).is_err(), "{v}");
+            let c = load_value_for(v.clone(), "FOO=1", true, ParseFor::Del).unwrap();
+            assert!(c.mtu.is_none() && c.mac.is_none() && c.vlan == 0, "{v}");
+            assert_eq!(c.ip_masq, v.get("ipMasq").is_some(), "{v}");
+        }
+        assert!(load_value_for(json!({"mtu": "1"}), "", true, ParseFor::Del).is_err());
     }
 }

@@ -2,7 +2,7 @@
 //! anything is touched.
 
 use cni_fw::masq::Backend;
-use cni_skel::{CmdArgs, CniError, Dns};
+use cni_skel::{CmdArgs, CniError, Dns, ParseFor};
 use serde::Deserialize;
 
 /// Smallest MTU the kernel accepts on a veth (ETH_MIN_MTU).
@@ -39,12 +39,17 @@ pub struct PtpConf {
     pub dns: Option<Dns>,
 }
 
-/// Parses and validates the config on stdin.
+/// Parses and validates the config on stdin (leniently for DEL:
+/// [`ParseFor`]).
 pub fn load(args: &CmdArgs) -> Result<PtpConf, CniError> {
-    load_bytes(&args.stdin, &args.conf)
+    load_bytes(&args.stdin, &args.conf, ParseFor::of(args))
 }
 
-fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf) -> Result<PtpConf, CniError> {
+fn load_bytes(
+    stdin: &[u8],
+    common: &cni_skel::NetConf,
+    mode: ParseFor,
+) -> Result<PtpConf, CniError> {
     let raw: Raw = cni_skel::gojson::from_slice(stdin)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     if common.ipam_type().is_none() {
@@ -52,16 +57,17 @@ fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf) -> Result<PtpConf, CniEr
             "ptp requires an IPAM plugin: \"ipam\" must be an object with a non-empty \"type\" (no plugin name provided)",
         ));
     }
-    let backend = Backend::parse(raw.ip_masq_backend.as_deref())?;
-    let mtu = match raw.mtu {
-        None | Some(0) => None,
-        Some(m) if (MIN_MTU..=MAX_MTU).contains(&m) => u32::try_from(m).ok(),
-        Some(m) => {
-            return Err(CniError::invalid_config(format!(
+    let backend = mode.or_else(Backend::parse(raw.ip_masq_backend.as_deref()), || None)?;
+    let mtu = mode.or_else(
+        match raw.mtu {
+            None | Some(0) => Ok(None),
+            Some(m) if (MIN_MTU..=MAX_MTU).contains(&m) => Ok(u32::try_from(m).ok()),
+            Some(m) => Err(CniError::invalid_config(format!(
                 "invalid mtu {m}: must be 0 (kernel default) or between {MIN_MTU} and {MAX_MTU}"
-            )));
-        }
-    };
+            ))),
+        },
+        || None,
+    )?;
     Ok(PtpConf {
         name: common.name().to_string(),
         ip_masq: raw.ip_masq.unwrap_or(false),
@@ -77,7 +83,7 @@ mod tests {
 
     fn load_str(s: &str) -> Result<PtpConf, CniError> {
         let common = cni_skel::conf::parse(s.as_bytes())?;
-        load_bytes(s.as_bytes(), &common)
+        load_bytes(s.as_bytes(), &common, ParseFor::Use)
     }
 
     const IPAM: &str = r#""ipam":{"type":"host-local","subnet":"10.0.0.0/24"}"#;
@@ -123,6 +129,28 @@ mod tests {
         ] {
             let e = load_str(bad).unwrap_err();
             assert!(e.msg.contains("requires an IPAM plugin"), "{bad}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn del_goes_on_without_refused_values() {
+        let common = |s: &str| cni_skel::conf::parse(s.as_bytes()).unwrap();
+        for (kv, ok) in [
+            (r#""mtu":-1"#, true),
+            (r#""mtu":70000"#, true),
+            (r#""ipMasqBackend":"x""#, true),
+            (r#""mtu":"1""#, false),
+        ] {
+            let s = format!(r#"{{"name":"n",{IPAM},{kv}}}"#);
+            let c = load_bytes(s.as_bytes(), &common(&s), ParseFor::Del);
+            assert_eq!(c.is_ok(), ok, "{kv}");
+            assert!(
+                load_bytes(s.as_bytes(), &common(&s), ParseFor::Use).is_err(),
+                "{kv}"
+            );
+            if let Ok(c) = c {
+                assert!(c.mtu.is_none() && c.backend.is_none(), "{kv}");
+            }
         }
     }
 }

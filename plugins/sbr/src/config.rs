@@ -1,6 +1,6 @@
 //! The sbr network config: `table`, `gateways` and `addSourceHints`.
 
-use cni_skel::{CmdArgs, CniError};
+use cni_skel::{CmdArgs, CniError, ParseFor};
 use serde::Deserialize;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -51,26 +51,31 @@ impl Gateways {
 }
 
 impl Conf {
-    /// The config, `table` checked.
+    /// The config, `table` checked (for DEL, a refused `table` is the
+    /// table whose rules DEL removes, as in the reference: [`ParseFor`]).
     pub fn parse(args: &CmdArgs) -> Result<Conf, CniError> {
-        Conf::from_slice(&args.stdin)
+        Conf::from_slice(&args.stdin, ParseFor::of(args))
     }
 
-    fn from_slice(stdin: &[u8]) -> Result<Conf, CniError> {
+    fn from_slice(stdin: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
         let c: Raw = cni_skel::gojson::from_slice(stdin).map_err(|e| {
             CniError::invalid_config(format!("failed to parse network configuration: {e}"))
         })?;
         let table = match c.table {
             None => None,
             // 0 (unspec), 253-255 (default, main, local) are the kernel's.
-            Some(t) => match u32::try_from(t) {
-                Ok(t) if t != 0 && !(253..=255).contains(&t) => Some(t),
-                _ => {
-                    return Err(CniError::invalid_config(format!(
+            Some(t) => mode.or_else(
+                match u32::try_from(t) {
+                    Ok(t) if t != 0 && !(253..=255).contains(&t) => Ok(Some(t)),
+                    _ => Err(CniError::invalid_config(format!(
                         "table {t} is not a usable routing table id"
-                    )));
-                }
-            },
+                    ))),
+                },
+                // The reference removes the rules of its int `table`; one
+                // outside u32 names none: 0 names only rules without a
+                // table (blackhole, unreachable …), which sbr never makes.
+                || Some(u32::try_from(t).unwrap_or(0)),
+            )?,
         };
         Ok(Conf {
             table,
@@ -123,7 +128,7 @@ mod tests {
     use super::*;
 
     fn parse(json: &str) -> Result<Conf, CniError> {
-        Conf::from_slice(json.as_bytes())
+        Conf::from_slice(json.as_bytes(), ParseFor::Use)
     }
 
     fn gateways(list: &[&str]) -> Result<Gateways, String> {
@@ -220,5 +225,16 @@ mod tests {
         let g = gateways(&["10.160.0.254"]).unwrap();
         assert_eq!(g.of(true), "10.160.0.254".parse().ok());
         assert_eq!(g.of(false), None);
+    }
+
+    #[test]
+    fn del_removes_the_rules_of_a_refused_table() {
+        let del = |j: &str| Conf::from_slice(j.as_bytes(), ParseFor::Del).map(|c| c.table);
+        assert_eq!(del(r#"{"table":0}"#).unwrap(), Some(0));
+        assert_eq!(del(r#"{"table":254}"#).unwrap(), Some(254));
+        assert_eq!(del(r#"{"table":-5}"#).unwrap(), Some(0));
+        assert_eq!(del(r#"{"table":100}"#).unwrap(), Some(100));
+        assert!(del(r#"{"table":"100"}"#).is_err());
+        assert!(parse(r#"{"table":0}"#).is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! The vrf network config: `vrfname` and `table`, validated before
 //! anything is touched.
 
-use cni_skel::{CmdArgs, CniError};
+use cni_skel::{CmdArgs, CniError, ParseFor};
 use serde::Deserialize;
 
 /// The keys vrf reads itself.
@@ -23,12 +23,12 @@ pub struct Conf {
 }
 
 impl Conf {
-    /// Parses the config on stdin.
+    /// Parses the config on stdin (leniently for DEL: [`ParseFor`]).
     pub fn parse(args: &CmdArgs) -> Result<Conf, CniError> {
-        Conf::from_json(&args.stdin)
+        Conf::from_json(&args.stdin, ParseFor::of(args))
     }
 
-    fn from_json(stdin: &[u8]) -> Result<Conf, CniError> {
+    fn from_json(stdin: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
         let c: RawConf = cni_skel::gojson::from_slice(stdin)
             .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
         let vrfname = c.vrfname.unwrap_or_default();
@@ -37,28 +37,35 @@ impl Conf {
                 "configuration is expected to have a valid vrf name",
             ));
         }
-        // What the kernel accepts as a device name (dev_valid_name).
-        if vrfname.len() > cni_net::MAX_IFNAME_LEN
-            || vrfname == "."
-            || vrfname == ".."
-            || vrfname
-                .chars()
-                .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
-        {
-            return Err(CniError::invalid_config(format!(
-                "vrfname {vrfname:?} is not a valid interface name"
-            )));
-        }
+        // What the kernel accepts as a device name (dev_valid_name). For
+        // DEL a name the kernel refuses names no VRF: empty, DEL finds none.
+        let vrfname = mode.or_else(
+            if vrfname.len() > cni_net::MAX_IFNAME_LEN
+                || vrfname == "."
+                || vrfname == ".."
+                || vrfname
+                    .chars()
+                    .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+            {
+                Err(CniError::invalid_config(format!(
+                    "vrfname {vrfname:?} is not a valid interface name"
+                )))
+            } else {
+                Ok(vrfname)
+            },
+            String::new,
+        )?;
         let table = match c.table {
             // 0 (unspec) = pick one, as in the reference.
             None | Some(0) => None,
             // default, main, local: a VRF there would capture the
-            // namespace's own routing.
-            Some(t) if is_reserved_table(t) => {
-                return Err(CniError::invalid_config(format!(
+            // namespace's own routing (DEL does not read the table).
+            Some(t) if is_reserved_table(t) => mode.or_else(
+                Err(CniError::invalid_config(format!(
                     "table {t} is one of the kernel's own (253 default, 254 main, 255 local)"
-                )));
-            }
+                ))),
+                || None,
+            )?,
             Some(t) => Some(t),
         };
         Ok(Conf { vrfname, table })
@@ -76,7 +83,7 @@ mod tests {
 
     #[test]
     fn conf_keys() {
-        let c = Conf::from_json(br#"{"vrfname":"red","table":1001}"#).unwrap();
+        let c = Conf::from_json(br#"{"vrfname":"red","table":1001}"#, ParseFor::Use).unwrap();
         assert_eq!(
             c,
             Conf {
@@ -85,7 +92,7 @@ mod tests {
             }
         );
         // Go's decoder: keys match ignoring case; 0 means "pick one".
-        let c = Conf::from_json(br#"{"VRFName":"red","Table":0}"#).unwrap();
+        let c = Conf::from_json(br#"{"VRFName":"red","Table":0}"#, ParseFor::Use).unwrap();
         assert_eq!(c.table, None);
         for bad in [
             r#"{}"#,
@@ -101,9 +108,23 @@ mod tests {
             r#"{"vrfname":7}"#,
             r#"[]"#,
         ] {
-            assert!(Conf::from_json(bad.as_bytes()).is_err(), "{bad}");
+            assert!(
+                Conf::from_json(bad.as_bytes(), ParseFor::Use).is_err(),
+                "{bad}"
+            );
         }
-        let e = Conf::from_json(b"{}").unwrap_err();
+        let e = Conf::from_json(b"{}", ParseFor::Use).unwrap_err();
         assert_eq!(e.msg, "configuration is expected to have a valid vrf name");
+    }
+
+    #[test]
+    fn del_goes_on_without_refused_values() {
+        let c = Conf::from_json(br#"{"vrfname":"red","table":254}"#, ParseFor::Del).unwrap();
+        assert_eq!((c.vrfname.as_str(), c.table), ("red", None));
+        let c = Conf::from_json(br#"{"vrfname":"a/b"}"#, ParseFor::Del).unwrap();
+        assert_eq!(c.vrfname, "");
+        // A wrong type or no name at all still fails, as in the reference.
+        assert!(Conf::from_json(br#"{"vrfname":"red","table":"1"}"#, ParseFor::Del).is_err());
+        assert!(Conf::from_json(br#"{}"#, ParseFor::Del).is_err());
     }
 }

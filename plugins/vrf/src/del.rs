@@ -9,6 +9,10 @@ use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 /// else is enslaved to it. A gone netns, VRF or interface is success.
 pub fn del(args: &CmdArgs) -> CmdResult {
     let conf = Conf::parse(args)?;
+    // A name the kernel refuses (DEL's parse left it empty) names no VRF.
+    if conf.vrfname.is_empty() {
+        return Ok(Output::Nothing);
+    }
     let Some(ns) = open_netns(args)? else {
         return Ok(Output::Nothing);
     };

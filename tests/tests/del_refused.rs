@@ -1,0 +1,129 @@
+//! DEL of a config ADD refuses (issue 28): a runtime whose DEL fails
+//! retries it forever and cannot remove the pod, while the reference's DEL
+//! succeeds for these configs. Ours cleans up what the rest of the config
+//! names and exits 0, side by side with Go's (/usr/lib/cni). Tags `pb…`,
+//! subnets 10.161.N.0/24.
+
+#![cfg(test)]
+#![allow(clippy::unwrap_used)]
+
+use rcni_tests::host_local_util::DataDir;
+use rcni_tests::{Invocation, Netns, PluginOutput, bin, go_bin, skip_unless_root};
+use serde_json::{Value, json};
+use std::path::Path;
+
+fn run(plugin: &Path, cmd: &str, host: &Netns, cont: &Netns, conf: &Value) -> PluginOutput {
+    Invocation::new(plugin, cmd)
+        .attach("pbdel", cont, "eth0")
+        .in_host(host)
+        .config(conf)
+        .run()
+}
+
+fn host() -> Netns {
+    let h = Netns::new("pbh");
+    h.exec_ok("ip", &["link", "set", "lo", "up"]);
+    h
+}
+
+/// `extra` merged into `{cniVersion, name, type}`.
+fn conf(kind: &str, extra: Value) -> Value {
+    let mut c = json!({"cniVersion": "1.0.0", "name": "pbdel-net", "type": kind});
+    if let (Some(m), Some(e)) = (c.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    c
+}
+
+/// Ours and Go's DEL of `c` (a container holding a veth `eth0`, since
+/// some plugins look for it) both exit 0, where ADD refuses `c`.
+fn both_del_ok(kind: &str, c: &Value) {
+    let h = host();
+    for plugin in [Some(bin(kind)), go_bin(kind)].into_iter().flatten() {
+        let cont = Netns::new("pbc");
+        cont.exec_ok(
+            "ip",
+            &[
+                "link", "add", "eth0", "type", "veth", "peer", "name", "pbp0",
+            ],
+        );
+        let out = run(&plugin, "DEL", &h, &cont, c);
+        assert_eq!(out.code, 0, "{} DEL {c}: {out:?}", plugin.display());
+    }
+    let cont = Netns::new("pbc");
+    let out = run(&bin(kind), "ADD", &h, &cont, c);
+    assert_ne!(out.code, 0, "ours ADD {c} should be refused: {out:?}");
+}
+
+#[test]
+fn pb_del_of_refused_configs_succeeds_like_go() {
+    if skip_unless_root("del_refused::pb_del_of_refused_configs_succeeds_like_go") {
+        return;
+    }
+    let data = DataDir::new("pbdel");
+    let ipam = json!({"type": "host-local", "dataDir": data.path().display().to_string(),
+                      "ranges": [[{"subnet": "10.161.1.0/24"}]]});
+    for extra in [
+        json!({"bridge": "pbbr0", "mtu": -1}),
+        json!({"bridge": "pbbr0", "mtu": 70000}),
+        json!({"bridge": "pbbr0", "hairpinMode": true, "promiscMode": true}),
+        json!({"bridge": "pb/br0"}),
+        json!({"bridge": "pbbr0", "runtimeConfig": {"mac": "zz"}}),
+        json!({"bridge": "pbbr0", "ipMasq": true, "ipMasqBackend": "bogus", "ipam": ipam}),
+        json!({"bridge": "pbbr0", "disableContainerInterface": true, "ipam": ipam}),
+    ] {
+        let mut c = conf("bridge", extra);
+        c["name"] = json!(data.name());
+        both_del_ok("bridge", &c);
+    }
+    for extra in [
+        json!({"mtu": -1, "ipam": ipam}),
+        json!({"mtu": 65536, "ipam": ipam}),
+    ] {
+        let mut c = conf("ptp", extra);
+        c["name"] = json!(data.name());
+        both_del_ok("ptp", &c);
+    }
+    for table in [0, 254] {
+        both_del_ok("sbr", &conf("sbr", json!({"table": table})));
+    }
+    for extra in [
+        json!({"vrfname": "pbvrf", "table": 254}),
+        json!({"vrfname": "pb/vrf"}),
+    ] {
+        both_del_ok("vrf", &conf("vrf", extra));
+    }
+    assert!(data.reservations().is_empty());
+}
+
+/// DEL with a refused MTU still removes the attachment a valid config
+/// made: the container's interface and the IPAM reservation.
+#[test]
+fn pb_del_with_a_refused_mtu_cleans_up() {
+    if skip_unless_root("del_refused::pb_del_with_a_refused_mtu_cleans_up") {
+        return;
+    }
+    let h = host();
+    for (kind, n) in [("bridge", 2), ("ptp", 3)] {
+        let data = DataDir::new("pbdel");
+        let cont = Netns::new("pbc");
+        let mut c = conf(
+            kind,
+            json!({"ipam": {"type": "host-local", "dataDir": data.path().display().to_string(),
+                            "ranges": [[{"subnet": format!("10.161.{n}.0/24")}]]}}),
+        );
+        c["name"] = json!(data.name());
+        if kind == "bridge" {
+            c["bridge"] = json!("pbbr0");
+        }
+        let r = run(&bin(kind), "ADD", &h, &cont, &c).ok();
+        assert_eq!(data.reservations().len(), 1);
+        c["mtu"] = json!(-1);
+        c["prevResult"] = r;
+        run(&bin(kind), "DEL", &h, &cont, &c).ok();
+        assert_eq!(cont.link_names(), ["lo"], "{kind}");
+        assert!(data.reservations().is_empty(), "{kind}");
+    }
+}
