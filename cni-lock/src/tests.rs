@@ -14,8 +14,8 @@ impl Base {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o1777)).unwrap();
         Base(p)
     }
-    fn take(&self, name: &str, remove: bool, timeout: Duration) -> Result<Option<Lock>, CniError> {
-        take(&self.0, SUBDIRS, name, remove, timeout)
+    fn take(&self, name: &str, timeout: Duration) -> Result<Option<Lock>, CniError> {
+        take(&self.0, SUBDIRS, name, timeout)
     }
     fn dir(&self) -> PathBuf {
         self.0.join("cni-rcni/locks")
@@ -50,14 +50,14 @@ const SHORT: Duration = Duration::from_millis(200);
 #[test]
 fn fresh_directory_and_file_are_private_and_the_lock_excludes() {
     let b = Base::new("fresh");
-    let l = b.take("portmap.lock", false, SHORT).unwrap().unwrap();
+    let l = b.take("portmap.lock", SHORT).unwrap().unwrap();
     assert_eq!(l.path(), b.dir().join("portmap.lock"));
     assert_eq!(mode(&b.0.join("cni-rcni")), 0o700);
     assert_eq!(mode(&b.dir()), 0o700);
     assert_eq!(mode(l.path()), 0o600);
     // A second open file description is refused while the first holds it.
     let t = Instant::now();
-    let e = b.take("portmap.lock", false, SHORT).unwrap_err();
+    let e = b.take("portmap.lock", SHORT).unwrap_err();
     let waited = t.elapsed();
     assert!(waited >= SHORT && waited < SHORT * 5, "{waited:?}");
     assert_eq!(e.code, code::TRY_AGAIN_LATER);
@@ -65,19 +65,17 @@ fn fresh_directory_and_file_are_private_and_the_lock_excludes() {
     assert!(e.details.contains(TIMEOUT_VAR), "{e:?}");
     drop(l);
     // Released: taken at once; the named file stays.
-    b.take("portmap.lock", false, Duration::ZERO)
-        .unwrap()
-        .unwrap();
+    b.take("portmap.lock", Duration::ZERO).unwrap().unwrap();
     assert!(b.dir().join("portmap.lock").exists());
 }
 
 #[test]
 fn a_waiter_gets_the_lock_when_it_is_released() {
     let b = Base::new("wait");
-    let l = b.take("firewall.lock", false, SHORT).unwrap().unwrap();
+    let l = b.take("firewall.lock", SHORT).unwrap().unwrap();
     let t = Instant::now();
     std::thread::scope(|s| {
-        let waiter = s.spawn(|| b.take("firewall.lock", false, Duration::from_secs(10)));
+        let waiter = s.spawn(|| b.take("firewall.lock", Duration::from_secs(10)));
         std::thread::sleep(Duration::from_millis(100));
         drop(l);
         let got = waiter.join().unwrap().unwrap().unwrap();
@@ -86,27 +84,23 @@ fn a_waiter_gets_the_lock_when_it_is_released() {
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
 }
 
-/// A namespace's lock file goes with its release, and a waiter that got the
-/// removed file's lock takes the new file's instead.
+/// A namespace's lock file stays after its release (the next taker opens
+/// the same file), and a waiter gets it when it is released.
 #[test]
-fn removable_lock_goes_on_release_and_a_waiter_starts_again() {
+fn a_namespace_lock_file_stays_and_a_waiter_gets_it() {
     let b = Base::new("netns");
     let name = "netns-4-4026531840.lock";
-    let l = b.take(name, true, SHORT).unwrap().unwrap();
+    let l = b.take(name, SHORT).unwrap().unwrap();
     let path = l.path().to_path_buf();
+    let ino = std::fs::metadata(&path).unwrap().ino();
     std::thread::scope(|s| {
-        let waiter = s.spawn(|| b.take(name, true, Duration::from_secs(10)));
+        let waiter = s.spawn(|| b.take(name, Duration::from_secs(10)));
         std::thread::sleep(Duration::from_millis(100));
         drop(l);
         let got = waiter.join().unwrap().unwrap().unwrap();
-        // The waiter holds the file now at the name, not the removed one
-        // (whose inode number the new file may have got again).
-        let now = std::fs::metadata(&path).unwrap().ino();
-        assert_eq!(got.file.metadata().unwrap().ino(), now);
-        assert_eq!(got.file.metadata().unwrap().nlink(), 1);
-        drop(got);
+        assert_eq!(got.file.metadata().unwrap().ino(), ino);
     });
-    assert!(!path.exists());
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), ino);
 }
 
 /// A user who made the directories first on a world-writable `/run` and
@@ -125,7 +119,7 @@ fn directories_a_user_made_first_are_moved_aside() {
         let planted = b.0.join(hostile).join("portmap.lock");
         let theirs = File::create(&planted).unwrap();
         theirs.lock().unwrap();
-        let l = b.take("portmap.lock", false, SHORT).unwrap().unwrap();
+        let l = b.take("portmap.lock", SHORT).unwrap().unwrap();
         assert_eq!(std::fs::metadata(b.dir()).unwrap().uid(), 0);
         assert_eq!(mode(&b.dir()), 0o700);
         assert_eq!(mode(l.path()), 0o600);
@@ -141,7 +135,7 @@ fn an_open_lock_directory_is_moved_aside() {
     std::fs::create_dir_all(b.dir()).unwrap();
     std::fs::set_permissions(b.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(b.0.join("cni-rcni"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    b.take("x.lock", false, SHORT).unwrap().unwrap();
+    b.take("x.lock", SHORT).unwrap().unwrap();
     assert_eq!(mode(&b.dir()), 0o700);
     // The parent, closed to writers, is kept as it is.
     assert_eq!(mode(&b.0.join("cni-rcni")), 0o755);
@@ -155,7 +149,7 @@ fn symlinks_are_replaced_not_followed() {
     let elsewhere = b.0.join("elsewhere");
     std::fs::create_dir(&elsewhere).unwrap();
     symlink(&elsewhere, b.0.join("cni-rcni")).unwrap();
-    b.take("a.lock", false, SHORT).unwrap().unwrap();
+    b.take("a.lock", SHORT).unwrap().unwrap();
     assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
     assert!(
         std::fs::symlink_metadata(b.0.join("cni-rcni"))
@@ -166,7 +160,7 @@ fn symlinks_are_replaced_not_followed() {
     let target = b.0.join("target");
     std::fs::write(&target, "keep").unwrap();
     symlink(&target, b.dir().join("b.lock")).unwrap();
-    let l = b.take("b.lock", false, SHORT).unwrap().unwrap();
+    let l = b.take("b.lock", SHORT).unwrap().unwrap();
     assert!(std::fs::symlink_metadata(l.path()).unwrap().is_file());
     assert_eq!(mode(l.path()), 0o600);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
@@ -180,18 +174,18 @@ fn a_foreign_lock_file_is_replaced() {
         return;
     }
     let b = Base::new("file");
-    b.take("c.lock", false, SHORT).unwrap().unwrap();
+    b.take("c.lock", SHORT).unwrap().unwrap();
     let p = b.dir().join("c.lock");
     chown(&p, Some(65534), None).unwrap();
     let theirs = File::open(&p).unwrap();
     theirs.lock().unwrap();
-    let l = b.take("c.lock", false, SHORT).unwrap().unwrap();
+    let l = b.take("c.lock", SHORT).unwrap().unwrap();
     assert_eq!(std::fs::metadata(l.path()).unwrap().uid(), 0);
     drop(l);
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
     let theirs = File::open(&p).unwrap();
     theirs.lock().unwrap();
-    let l = b.take("c.lock", false, SHORT).unwrap().unwrap();
+    let l = b.take("c.lock", SHORT).unwrap().unwrap();
     assert_eq!(mode(l.path()), 0o600);
 }
 
@@ -199,11 +193,7 @@ fn a_foreign_lock_file_is_replaced() {
 #[test]
 fn no_lock_where_the_directory_cannot_be_made() {
     let missing = std::env::temp_dir().join("cni-lock-missing-base");
-    assert!(
-        take(&missing, SUBDIRS, "d.lock", false, SHORT)
-            .unwrap()
-            .is_none()
-    );
+    assert!(take(&missing, SUBDIRS, "d.lock", SHORT).unwrap().is_none());
 }
 
 #[test]
@@ -214,37 +204,64 @@ fn timeout_from_the_environment() {
     assert_eq!(p("2").unwrap(), Duration::from_secs(2));
     assert_eq!(p(" 0.25 ").unwrap(), Duration::from_millis(250));
     assert_eq!(p("0").unwrap(), Duration::ZERO);
-    for bad in ["-1", "x", "inf", "NaN", "1e400", "30s"] {
+    assert_eq!(p(".5").unwrap(), Duration::from_millis(500));
+    assert_eq!(p("600.").unwrap(), Duration::from_secs(600));
+    assert_eq!(p("1.0000000019").unwrap(), Duration::new(1, 1));
+    for bad in [
+        "-1",
+        "x",
+        "inf",
+        "NaN",
+        "1e400",
+        "30s",
+        ".",
+        "1.2.3",
+        "+1",
+        "99999999999999999999",
+    ] {
         let e = p(bad).unwrap_err();
         assert_eq!(e.code, code::INVALID_ENV, "{bad}");
         assert!(e.msg.contains(TIMEOUT_VAR), "{e:?}");
     }
 }
 
-/// The short way to an existing directory ([`established`]) refuses what
-/// the long way would replace: a parent opened to writers after the fact,
-/// a tree of ours reached through a symlink.
+/// The short ways, to an existing directory ([`established`]) and to an
+/// existing lock file ([`existing_file`]), refuse what the long way would
+/// replace: a parent directory opened to writers after the fact (a lock
+/// file not yet made then takes the long way, which moves it aside), a
+/// tree of ours reached through a symlink, a file not closed to others.
 #[test]
-fn the_short_way_refuses_what_the_long_way_replaces() {
+fn the_short_ways_refuse_what_the_long_way_replaces() {
     let b = Base::new("short");
-    drop(b.take("e.lock", false, SHORT).unwrap().unwrap());
+    drop(b.take("e.lock", SHORT).unwrap().unwrap());
     assert!(established(&b.0, SUBDIRS).is_some());
+    assert!(existing_file(&b.dir().join("e.lock")).is_some());
+    assert!(existing_file(&b.dir().join("new.lock")).is_none());
 
     std::fs::set_permissions(b.0.join("cni-rcni"), std::fs::Permissions::from_mode(0o775)).unwrap();
     assert!(established(&b.0, SUBDIRS).is_none());
-    b.take("e.lock", false, SHORT).unwrap().unwrap();
+    b.take("f.lock", SHORT).unwrap().unwrap();
     assert_eq!(mode(&b.0.join("cni-rcni")), 0o700);
     assert_eq!(b.aside().len(), 1, "{:?}", b.aside());
 
     // A private tree, but under a symlink: replaced, not used.
+    drop(b.take("e.lock", SHORT).unwrap().unwrap());
     let real = b.0.join("real");
     std::fs::rename(b.0.join("cni-rcni"), &real).unwrap();
     symlink(&real, b.0.join("cni-rcni")).unwrap();
     assert!(established(&b.0, SUBDIRS).is_none());
-    b.take("e.lock", false, SHORT).unwrap().unwrap();
+    assert!(existing_file(&b.dir().join("e.lock")).is_none());
+    b.take("e.lock", SHORT).unwrap().unwrap();
     assert!(
         std::fs::symlink_metadata(b.0.join("cni-rcni"))
             .unwrap()
             .is_dir()
     );
+
+    // A lock file opened to others is not taken as it is.
+    let e = b.dir().join("e.lock");
+    std::fs::set_permissions(&e, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(existing_file(&e).is_none());
+    b.take("e.lock", SHORT).unwrap().unwrap();
+    assert_eq!(mode(&e), 0o600);
 }
