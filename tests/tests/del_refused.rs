@@ -37,11 +37,17 @@ fn conf(kind: &str, extra: Value) -> Value {
     c
 }
 
-/// Ours and Go's DEL of `c` (a container holding a veth `eth0`, since
-/// some plugins look for it) both exit 0, where ADD refuses `c`.
+/// Ours and Go's DEL of `c` (a container holding a veth `eth0` with the
+/// alias `pbz0`, since some plugins look for it: host-device moves it out
+/// under its alias) both exit 0, where ADD refuses `c`.
 fn both_del_ok(kind: &str, c: &Value) {
+    del_ok(kind, c, go_bin(kind));
+}
+
+/// [`both_del_ok`] against `go` when given.
+fn del_ok(kind: &str, c: &Value, go: Option<std::path::PathBuf>) {
     let h = host();
-    for plugin in [Some(bin(kind)), go_bin(kind)].into_iter().flatten() {
+    for plugin in [Some(bin(kind)), go].into_iter().flatten() {
         let cont = Netns::new("pbc");
         cont.exec_ok(
             "ip",
@@ -49,6 +55,7 @@ fn both_del_ok(kind: &str, c: &Value) {
                 "link", "add", "eth0", "type", "veth", "peer", "name", "pbp0",
             ],
         );
+        cont.exec_ok("ip", &["link", "set", "eth0", "alias", "pbz0"]);
         let out = run(&plugin, "DEL", &h, &cont, c);
         assert_eq!(out.code, 0, "{} DEL {c}: {out:?}", plugin.display());
     }
@@ -95,6 +102,20 @@ fn pb_del_of_refused_configs_succeeds_like_go() {
     ] {
         both_del_ok("vrf", &conf("vrf", extra));
     }
+    both_del_ok("tuning", &conf("tuning", json!({"dataDir": "pb/rel"})));
+    both_del_ok(
+        "host-device",
+        &conf("host-device", json!({"kernelpath": "/tmp/pbx"})),
+    );
+    // A deviceID whose VF is gone: Go's DEL fails (lstat), ours goes on.
+    del_ok(
+        "host-device",
+        &conf(
+            "host-device",
+            json!({"device": "pbz0", "runtimeConfig": {"deviceID": "pb-gone"}}),
+        ),
+        None,
+    );
     assert!(data.reservations().is_empty());
 }
 

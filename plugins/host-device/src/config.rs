@@ -1,7 +1,7 @@
 //! The host-device network config (v1.9.1 keys) and which device it names.
 
 use crate::sysfs::{DeviceId, Sysfs};
-use cni_skel::{CmdArgs, CniError, Dns};
+use cni_skel::{CmdArgs, CniError, Dns, ParseFor};
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize)]
@@ -59,21 +59,35 @@ pub struct Conf {
     pub dns: Dns,
 }
 
-/// Parses the config on stdin and resolves `deviceID` against sysfs.
+/// Parses the config on stdin and resolves `deviceID` against sysfs. DEL
+/// ([`ParseFor`]), which finds the device by what ADD saved, goes on
+/// without a `deviceID` that is gone and with a `kernelpath` outside
+/// `/sys/devices/`.
 pub fn load(args: &CmdArgs, sys: &Sysfs) -> Result<Conf, CniError> {
-    load_bytes(&args.stdin, &args.conf, sys)
+    load_bytes(&args.stdin, &args.conf, sys, ParseFor::of(args))
 }
 
-fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf, sys: &Sysfs) -> Result<Conf, CniError> {
+fn load_bytes(
+    stdin: &[u8],
+    common: &cni_skel::NetConf,
+    sys: &Sysfs,
+    mode: ParseFor,
+) -> Result<Conf, CniError> {
     let raw: Raw = cni_skel::gojson::from_slice(stdin)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     let set = |v: Option<String>| v.filter(|s| !s.is_empty());
     let mut pci = set(raw.pci_bus_id);
     let mut aux = None;
     if let Some(id) = set(raw.runtime_config.and_then(|r| r.device_id)) {
-        match sys.device_id(&id).map_err(CniError::invalid_config)? {
-            DeviceId::Pci(p) => pci = Some(p),
-            DeviceId::Auxiliary(a) => aux = Some(a),
+        match mode.or_else(
+            sys.device_id(&id)
+                .map(Some)
+                .map_err(CniError::invalid_config),
+            || None,
+        )? {
+            Some(DeviceId::Pci(p)) => pci = Some(p),
+            Some(DeviceId::Auxiliary(a)) => aux = Some(a),
+            None => {}
         }
     }
     let selector = if let Some(d) = set(raw.device) {
@@ -81,20 +95,27 @@ fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf, sys: &Sysfs) -> Result<C
     } else if let Some(m) = set(raw.hwaddr) {
         Selector::Mac(m)
     } else if let Some(k) = set(raw.kernelpath) {
-        if !k.starts_with("/sys/devices/") {
-            return Err(CniError::invalid_config(format!(
+        mode.check(if k.starts_with("/sys/devices/") {
+            Ok(())
+        } else {
+            Err(CniError::invalid_config(format!(
                 "kernel device path {k:?} must be absolute and begin with /sys/devices/"
-            )));
-        }
+            )))
+        })?;
         Selector::KernelPath(k)
     } else if let Some(p) = pci.clone() {
         Selector::Pci(p)
     } else if let Some(a) = aux {
         Selector::Auxiliary(a)
     } else {
-        return Err(CniError::invalid_config(
-            r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#,
-        ));
+        // DEL never looks the device up (a `deviceID` whose VF is gone
+        // leaves nothing here): it goes on with no name.
+        mode.or_else(
+            Err(CniError::invalid_config(
+                r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#,
+            )),
+            || Selector::Name(String::new()),
+        )?
     };
     Ok(Conf {
         selector,
@@ -111,7 +132,7 @@ mod tests {
 
     fn load_str(s: &str) -> Result<Conf, CniError> {
         let common = cni_skel::conf::parse(s.as_bytes())?;
-        load_bytes(s.as_bytes(), &common, &Sysfs::default())
+        load_bytes(s.as_bytes(), &common, &Sysfs::default(), ParseFor::Use)
     }
 
     #[test]
@@ -187,5 +208,19 @@ mod tests {
         assert!(e.msg.contains("specify either"), "{e:?}");
         let e = load_str(r#"{"name":"n","device":"eth1","DPDKMode":"true"}"#).unwrap_err();
         assert!(e.msg.contains("failed to load netconf"), "{e:?}");
+    }
+
+    #[test]
+    fn del_goes_on_without_refused_values() {
+        let del = |s: &str| {
+            let common = cni_skel::conf::parse(s.as_bytes()).unwrap();
+            load_bytes(s.as_bytes(), &common, &Sysfs::default(), ParseFor::Del)
+        };
+        let c = del(r#"{"name":"n","kernelpath":"/tmp/x"}"#).unwrap();
+        assert_eq!(c.selector, Selector::KernelPath("/tmp/x".into()));
+        let c = del(r#"{"name":"n","runtimeConfig":{"deviceID":"pb-gone"}}"#).unwrap();
+        assert_eq!((c.selector, c.pci), (Selector::Name(String::new()), None));
+        assert!(load_str(r#"{"name":"n","runtimeConfig":{"deviceID":"pb-gone"}}"#).is_err());
+        assert!(del(r#"{"name":"n","device":5}"#).is_err());
     }
 }

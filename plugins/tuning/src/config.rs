@@ -5,7 +5,7 @@
 //! must fit.
 
 use cni_net::Mac;
-use cni_skel::{CmdArgs, CniError};
+use cni_skel::{CmdArgs, CniError, ParseFor};
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use std::collections::{BTreeMap, HashSet};
@@ -139,11 +139,25 @@ fn netconf_err(e: impl fmt::Display) -> CniError {
 /// The reference's `parseConf`: the JSON, then `CNI_ARGS` `MAC`, then
 /// `runtimeConfig.mac`, then `args.cni` (whose `sysctl` merges into the
 /// top-level map, which may be absent: the reference panics there).
+///
+/// For DEL ([`ParseFor`]) a refused `dataDir` is the default one (nothing
+/// of ours was saved under it: ADD refused it) and an unknown `CNI_ARGS`
+/// key is ignored.
 pub fn parse(args: &CmdArgs) -> Result<Parsed, CniError> {
-    parse_bytes(&args.stdin, &args.args, args.conf.name())
+    parse_bytes(
+        &args.stdin,
+        &args.args,
+        args.conf.name(),
+        ParseFor::of(args),
+    )
 }
 
-fn parse_bytes(stdin: &[u8], cni_args: &str, network: &str) -> Result<Parsed, CniError> {
+fn parse_bytes(
+    stdin: &[u8],
+    cni_args: &str,
+    network: &str,
+    mode: ParseFor,
+) -> Result<Parsed, CniError> {
     let raw: Raw = cni_skel::gojson::from_slice(stdin).map_err(netconf_err)?;
     let data_dir = PathBuf::from(
         raw.data_dir
@@ -151,12 +165,17 @@ fn parse_bytes(stdin: &[u8], cni_args: &str, network: &str) -> Result<Parsed, Cn
             .unwrap_or_else(|| DEFAULT_DATA_DIR.to_string()),
     );
     // Relative to whatever directory the runtime runs in: never meant.
-    if !data_dir.is_absolute() || data_dir.as_os_str().as_encoded_bytes().contains(&0) {
-        return Err(CniError::invalid_config(format!(
-            "dataDir {:?} is not an absolute path",
-            data_dir.display()
-        )));
-    }
+    let data_dir = mode.or_else(
+        if !data_dir.is_absolute() || data_dir.as_os_str().as_encoded_bytes().contains(&0) {
+            Err(CniError::invalid_config(format!(
+                "dataDir {:?} is not an absolute path",
+                data_dir.display()
+            )))
+        } else {
+            Ok(data_dir)
+        },
+        || PathBuf::from(DEFAULT_DATA_DIR),
+    )?;
     let mut p = Parsed {
         network: network.to_string(),
         data_dir,
@@ -168,8 +187,15 @@ fn parse_bytes(stdin: &[u8], cni_args: &str, network: &str) -> Result<Parsed, Cn
         txqlen: raw.tx_qlen,
     };
     if !cni_args.is_empty() {
-        let env = cni_skel::args::CniArgs::load(cni_args, &["MAC"])?;
-        if let Some(mac) = env.get("MAC").filter(|m| !m.is_empty()) {
+        let env = mode.or_else(
+            cni_skel::args::CniArgs::load(cni_args, &["MAC"]).map(Some),
+            || None,
+        )?;
+        if let Some(mac) = env
+            .as_ref()
+            .and_then(|e| e.get("MAC"))
+            .filter(|m| !m.is_empty())
+        {
             p.mac = mac.to_string();
         }
     }
@@ -470,7 +496,7 @@ mod tests {
     use super::*;
 
     fn parse_str(s: &str, cni_args: &str) -> Result<Parsed, CniError> {
-        parse_bytes(s.as_bytes(), cni_args, "n")
+        parse_bytes(s.as_bytes(), cni_args, "n", ParseFor::Use)
     }
 
     #[test]
@@ -704,5 +730,15 @@ mod tests {
         );
         assert!(check_allowlist(&s, "(").is_err());
         assert!(check_allowlist(&Sysctls::new(), "").is_ok());
+    }
+
+    #[test]
+    fn del_goes_on_without_refused_values() {
+        let del = |s: &str, a: &str| parse_bytes(s.as_bytes(), a, "n", ParseFor::Del);
+        let p = del(r#"{"dataDir":"rel/dir"}"#, "FOO=1").unwrap();
+        assert_eq!(p.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert!(parse_str(r#"{"dataDir":"rel/dir"}"#, "").is_err());
+        assert!(parse_str("{}", "FOO=1").is_err());
+        assert!(del(r#"{"mtu":"1500"}"#, "").is_err());
     }
 }
