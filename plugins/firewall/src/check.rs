@@ -1,0 +1,27 @@
+//! CHECK: what ADD made is there.
+
+use crate::{Backend, config, ipt, isolation, parse, prev_result, resolve};
+use cni_skel::{CmdArgs, CmdResult, Output};
+
+pub fn check(args: &CmdArgs) -> CmdResult {
+    let conf = parse(args)?;
+    let policy = conf.ingress_policy()?;
+    let prev = prev_result(args)?;
+    let ips = config::container_ips(&prev);
+    let iso = isolation(&prev, policy)?;
+    let iso = iso.as_ref().map(|(b, p)| (b.as_str(), *p));
+    match resolve(&conf)? {
+        Backend::Iptables => {
+            ipt::require_tools(&ips)?;
+            ipt::check(&conf, &ips, iso)?;
+        }
+        Backend::Firewalld(mut fw) => {
+            fw.check(&conf.zone, &ips)?;
+            if let Some((bridge, policy)) = iso {
+                ipt::require_tools(&ips)?;
+                ipt::check_isolation(&ips, bridge, policy)?;
+            }
+        }
+    }
+    Ok(Output::Nothing)
+}

@@ -1,0 +1,130 @@
+//! firewall: lets a container's addresses through the host's `FORWARD`
+//! chain (iptables) or into a firewalld zone, as a chained plugin after the
+//! one that gave the container its addresses (bridge, ptp). Optionally
+//! isolates the bridge from other bridges (`ingressPolicy`).
+//!
+//! See README.md for every key. The rules are the Go reference's, so the two
+//! implementations can take over from each other on one node.
+
+pub mod add;
+pub mod check;
+pub mod config;
+pub mod del;
+pub mod firewalld;
+pub mod gc;
+pub mod ipt;
+pub mod sources;
+pub mod status;
+
+use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Plugin};
+use config::{BackendChoice, Conf, IngressPolicy};
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+/// The plugin.
+pub struct Firewall;
+
+/// Serialises the read-modify-write of the `filter` table among concurrent
+/// invocations (shared chains and jumps are created when absent).
+/// `/run/cni-rcni/locks/firewall.lock`, waited for at most
+/// `RCNI_LOCK_TIMEOUT` (cni-lock).
+fn lock() -> Result<Option<cni_lock::Lock>, CniError> {
+    cni_lock::named("firewall")
+}
+
+/// The backend that serves this invocation.
+enum Backend {
+    Iptables,
+    Firewalld(firewalld::Firewalld),
+}
+
+/// The configured backend, or the reference's choice: firewalld when it is
+/// running, else iptables, with one difference: firewalld is chosen only
+/// when it runs in the plugin's own network namespace. The system bus can
+/// be reached from any namespace, but firewalld filters only its own, so a
+/// plugin run in another one (rootless Podman's, a nested host) programs
+/// iptables there instead of giving the host's firewalld the container's
+/// addresses. `backend: firewalld` with a firewalld elsewhere is an error.
+fn resolve(conf: &Conf) -> Result<Backend, CniError> {
+    match conf.backend {
+        BackendChoice::Iptables => Ok(Backend::Iptables),
+        BackendChoice::Auto => match firewalld::find() {
+            firewalld::Found::Here(f) => Ok(Backend::Firewalld(f)),
+            firewalld::Found::Elsewhere(why) | firewalld::Found::Absent(why) => {
+                log::debug!("firewalld not used: {why}");
+                Ok(Backend::Iptables)
+            }
+        },
+        BackendChoice::Firewalld => match firewalld::find() {
+            firewalld::Found::Here(f) => Ok(Backend::Firewalld(f)),
+            firewalld::Found::Elsewhere(why) | firewalld::Found::Absent(why) => Err(
+                CniError::internal(format!("firewalld backend unavailable: {why}")),
+            ),
+        },
+    }
+}
+
+fn parse(args: &CmdArgs) -> Result<Conf, CniError> {
+    config::parse(&args.stdin)
+}
+
+fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
+    args.prev_result()?
+        .ok_or_else(|| CniError::internal("missing prevResult from earlier plugin"))
+}
+
+/// The bridge to isolate, when the policy asks for it.
+fn isolation(
+    prev: &CniResult,
+    policy: IngressPolicy,
+) -> Result<Option<(String, IngressPolicy)>, CniError> {
+    if policy == IngressPolicy::Open {
+        return Ok(None);
+    }
+    Ok(Some((config::bridge_name(prev, policy)?, policy)))
+}
+
+fn attachment(args: &CmdArgs) -> ipt::Attachment<'_> {
+    ipt::Attachment {
+        network: args.conf.name(),
+        container_id: &args.container_id,
+        ifname: &args.ifname,
+    }
+}
+
+impl Plugin for Firewall {
+    fn about(&self) -> String {
+        cni_skel::about("firewall")
+    }
+
+    fn supported_versions(&self) -> Vec<String> {
+        ["0.4.0", "1.0.0", "1.1.0"].map(String::from).to_vec()
+    }
+
+    fn add(&self, args: &CmdArgs) -> CmdResult {
+        add::add(args)
+    }
+
+    fn del(&self, args: &CmdArgs) -> CmdResult {
+        del::del(args)
+    }
+
+    fn check(&self, args: &CmdArgs) -> CmdResult {
+        check::check(args)
+    }
+
+    fn gc(&self, args: &CmdArgs) -> CmdResult {
+        gc::gc(args)
+    }
+
+    fn status(&self, args: &CmdArgs) -> CmdResult {
+        status::status(args)
+    }
+}
+
+/// Runs the plugin as its binary does; `_args` are the command-line
+/// arguments after the program name, which a CNI plugin does not read (its
+/// input is the environment and stdin).
+pub fn main(_args: Vec<OsString>) -> ExitCode {
+    cni_skel::run(&Firewall)
+}
