@@ -28,11 +28,13 @@ const PLUGINS: &[(&str, Main)] = &[
     ("bridge", bridge::main),
     ("dhcp", dhcp::main),
     ("dummy", dummy::main),
+    ("firewall", firewall::main),
     ("host-device", host_device::main),
     ("host-local", host_local::main),
     ("ipvlan", ipvlan::main),
     ("loopback", loopback::main),
     ("macvlan", macvlan::main),
+    ("portmap", portmap::main),
     ("ptp", ptp::main),
     ("sbr", sbr::main),
     ("static", r#static::main),
@@ -174,6 +176,21 @@ mod tests {
         deps.sort_unstable();
         let names: Vec<&str> = PLUGINS.iter().map(|(n, _)| *n).collect();
         assert_eq!(names, deps);
+    }
+
+    /// Every plugin the release ships (a directory under plugins/, but
+    /// noop) is in the table: the multicall form is the whole set.
+    #[test]
+    fn plugins_are_the_release_set() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins");
+        let mut shipped: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n != "noop")
+            .collect();
+        shipped.sort_unstable();
+        let names: Vec<&str> = PLUGINS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, shipped);
     }
 
     #[test]
