@@ -116,6 +116,21 @@ fn pb_del_of_refused_configs_succeeds_like_go() {
         ),
         None,
     );
+    both_del_ok(
+        "firewall",
+        &conf(
+            "firewall",
+            json!({"iptablesAdminChainName": "pb bad chain"}),
+        ),
+    );
+    let maps =
+        json!({"portMappings": [{"hostPort": 18161, "containerPort": 80, "protocol": "udp"}]});
+    for extra in [
+        json!({"backend": "bogus", "runtimeConfig": maps}),
+        json!({"externalSetMarkChain": "pb bad", "runtimeConfig": maps}),
+    ] {
+        both_del_ok("portmap", &conf("portmap", extra));
+    }
     assert!(data.reservations().is_empty());
 }
 

@@ -1,7 +1,7 @@
 //! The firewall configuration, parsed and validated in full before any rule
 //! is touched.
 
-use cni_skel::{CniError, CniResult};
+use cni_skel::{CniError, CniResult, ParseFor};
 use serde::Deserialize;
 use std::net::IpAddr;
 
@@ -117,8 +117,10 @@ fn valid_chain_name(name: &str) -> bool {
         && !RESERVED_CHAINS.contains(&name)
 }
 
-/// Parses and validates the config (not `prevResult`).
-pub fn parse(stdin: &[u8]) -> Result<Conf, CniError> {
+/// Parses and validates the config (not `prevResult`) for `mode`: DEL,
+/// which finds the attachment's rules by its records and addresses, logs
+/// a refused admin chain name and goes on with the default.
+pub fn parse(stdin: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
     let raw: Raw = cni_skel::gojson::from_slice(stdin)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     let backend = match raw.backend.as_deref() {
@@ -130,11 +132,12 @@ pub fn parse(stdin: &[u8]) -> Result<Conf, CniError> {
         None => DEFAULT_ADMIN_CHAIN.to_string(),
         Some(s) if s.is_empty() => DEFAULT_ADMIN_CHAIN.to_string(),
         Some(s) if valid_chain_name(&s) => s,
-        Some(s) => {
-            return Err(CniError::invalid_config(format!(
+        Some(s) => mode.or_else(
+            Err(CniError::invalid_config(format!(
                 "invalid iptablesAdminChainName {s:?}: must be an iptables chain name of 1-28 printable characters without quotes or '#', not starting with '-' or '!', and not one of the built-in or the plugin's own chains"
-            )));
-        }
+            ))),
+            || DEFAULT_ADMIN_CHAIN.to_string(),
+        )?,
     };
     let zone = match raw.firewalld_zone {
         Some(z) if !z.is_empty() => z,
@@ -197,7 +200,10 @@ mod tests {
     use super::*;
 
     fn conf(extra: &str) -> Result<Conf, CniError> {
-        parse(format!(r#"{{"cniVersion":"1.0.0","name":"n","type":"firewall"{extra}}}"#).as_bytes())
+        parse(
+            format!(r#"{{"cniVersion":"1.0.0","name":"n","type":"firewall"{extra}}}"#).as_bytes(),
+            ParseFor::Use,
+        )
     }
 
     #[test]
@@ -290,5 +296,17 @@ mod tests {
             ));
             assert!(bridge_name(&p, IngressPolicy::Isolated).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn del_goes_on_without_a_refused_admin_chain() {
+        let s = br#"{"name":"n","type":"firewall","iptablesAdminChainName":"pb bad chain"}"#;
+        assert!(parse(s, ParseFor::Use).is_err());
+        assert_eq!(
+            parse(s, ParseFor::Del).unwrap().admin_chain,
+            DEFAULT_ADMIN_CHAIN
+        );
+        let s = br#"{"name":"n","type":"firewall","iptablesAdminChainName":5}"#;
+        assert!(parse(s, ParseFor::Del).is_err());
     }
 }

@@ -901,7 +901,11 @@ mod tests {
     use super::*;
 
     fn conf() -> Conf {
-        crate::config::parse(br#"{"cniVersion":"1.0.0","name":"net1","type":"firewall"}"#).unwrap()
+        crate::config::parse(
+            br#"{"cniVersion":"1.0.0","name":"net1","type":"firewall"}"#,
+            cni_skel::ParseFor::Use,
+        )
+        .unwrap()
     }
 
     const ATT: Attachment<'static> = Attachment {

@@ -65,7 +65,7 @@ fn resolve(conf: &Conf) -> Result<Backend, CniError> {
 }
 
 fn parse(args: &CmdArgs) -> Result<Conf, CniError> {
-    config::parse(&args.stdin)
+    config::parse(&args.stdin, cni_skel::ParseFor::of(args))
 }
 
 fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {

@@ -1,7 +1,7 @@
 //! The portmap configuration: parsed, defaulted and validated in full before
 //! any rule is written.
 
-use cni_skel::{CniError, CniResult};
+use cni_skel::{CniError, CniResult, ParseFor};
 use ipnetwork::IpNetwork;
 use serde::Deserialize;
 use std::net::IpAddr;
@@ -106,6 +106,8 @@ pub struct Conf {
     pub conditions_v6: Vec<String>,
     /// The port mappings.
     pub mappings: Vec<Mapping>,
+    /// What the config was parsed for: DEL does not check the backend.
+    pub parsed_for: ParseFor,
 }
 
 impl Conf {
@@ -122,6 +124,10 @@ impl Conf {
     /// `ensureBackend`): iptables-only options with nftables, or conditions
     /// in the other backend's syntax, are errors.
     pub fn check_backend(&self, backend: Backend) -> Result<(), CniError> {
+        self.parsed_for.check(self.suits(backend))
+    }
+
+    fn suits(&self, backend: Backend) -> Result<(), CniError> {
         let wrong = backend.other();
         let mut opts = Vec::new();
         if self.external_set_mark_chain.is_some() && wrong == Backend::Iptables {
@@ -204,75 +210,103 @@ fn bad(msg: impl Into<String>) -> CniError {
 
 /// Parses and validates the whole config (not `prevResult`).
 pub fn parse(stdin: &[u8]) -> Result<Conf, CniError> {
+    parse_for(stdin, ParseFor::Use)
+}
+
+/// [`parse`] for `mode`: for DEL, which removes the attachment's chains by
+/// its container ID (and flushes the UDP mappings' conntrack entries), a
+/// refused value is logged and its default (a refused mapping: none) used.
+pub fn parse_for(stdin: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
     let raw: Raw = cni_skel::gojson::from_slice(stdin)
         .map_err(|e| bad(format!("failed to parse network configuration: {e}")))?;
-    if raw.mark_masq_bit.is_some() && raw.external_set_mark_chain.is_some() {
-        return Err(bad("Cannot specify externalSetMarkChain and markMasqBit"));
-    }
+    mode.check(
+        if raw.mark_masq_bit.is_some() && raw.external_set_mark_chain.is_some() {
+            Err(bad("Cannot specify externalSetMarkChain and markMasqBit"))
+        } else {
+            Ok(())
+        },
+    )?;
     let mark_bit = match raw.mark_masq_bit {
         None => DEFAULT_MARK_BIT,
-        Some(b) => u32::try_from(b)
-            .ok()
-            .filter(|b| *b <= 31)
-            .ok_or_else(|| bad("MasqMarkBit must be between 0 and 31"))?,
+        Some(b) => mode.or_else(
+            u32::try_from(b)
+                .ok()
+                .filter(|b| *b <= 31)
+                .ok_or_else(|| bad("MasqMarkBit must be between 0 and 31")),
+            || DEFAULT_MARK_BIT,
+        )?,
     };
-    let backend = match raw.backend.as_deref() {
-        None => None,
-        Some("iptables") => Some(Backend::Iptables),
-        Some("nftables") => Some(Backend::Nftables),
-        Some(other) => {
-            return Err(bad(format!("unrecognized backend {other:?}")));
-        }
-    };
+    let backend = mode.or_else(
+        match raw.backend.as_deref() {
+            None => Ok(None),
+            Some("iptables") => Ok(Some(Backend::Iptables)),
+            Some("nftables") => Ok(Some(Backend::Nftables)),
+            Some(other) => Err(bad(format!("unrecognized backend {other:?}"))),
+        },
+        || None,
+    )?;
     let conditions_v4 = nonempty_conditions(raw.conditions_v4);
     let conditions_v6 = nonempty_conditions(raw.conditions_v6);
-    if let Some(chain) = &raw.external_set_mark_chain {
-        let ok = !chain.is_empty()
-            && chain.len() <= 28
-            && chain
-                .chars()
-                .all(|c| c.is_ascii_graphic() && c != '"' && c != '\'' && c != '\\');
-        if !ok {
-            return Err(bad(format!(
-                "invalid externalSetMarkChain {chain:?}: must be an iptables chain name (1-28 printable characters, no quotes)"
-            )));
+    let external_set_mark_chain = match raw.external_set_mark_chain {
+        None => None,
+        Some(chain) => {
+            let ok = !chain.is_empty()
+                && chain.len() <= 28
+                && chain
+                    .chars()
+                    .all(|c| c.is_ascii_graphic() && c != '"' && c != '\'' && c != '\\');
+            mode.or_else(
+                if ok {
+                    Ok(Some(chain))
+                } else {
+                    Err(bad(format!(
+                        "invalid externalSetMarkChain {chain:?}: must be an iptables chain name (1-28 printable characters, no quotes)"
+                    )))
+                },
+                || None,
+            )?
         }
-    }
+    };
     let mut conf = Conf {
         network: raw.name.unwrap_or_default(),
         backend,
         snat: raw.snat.unwrap_or(true),
         masq_all: raw.masq_all.unwrap_or(false),
         mark_bit,
-        external_set_mark_chain: raw.external_set_mark_chain,
+        external_set_mark_chain,
         conditions_v4,
         conditions_v6,
         mappings: Vec::new(),
+        parsed_for: mode,
     };
     if let Some(b) = backend {
         conf.check_backend(b)?;
     }
     for (key, conds) in [
-        ("conditionsV4", &conf.conditions_v4),
-        ("conditionsV6", &conf.conditions_v6),
+        ("conditionsV4", &mut conf.conditions_v4),
+        ("conditionsV6", &mut conf.conditions_v6),
     ] {
         // Tokens go into an iptables-restore line or an nft script: nothing
         // may end the line, start a new command or comment out the rest.
-        if let Some(t) = conds
+        let checked = match conds
             .iter()
             .find(|t| t.is_empty() || t.contains(['\n', '\r', '\0', ';', '#']))
         {
-            return Err(bad(format!(
+            Some(t) => Err(bad(format!(
                 "invalid {key} token {t:?}: tokens must be non-empty and must not contain newlines, ';' or '#'"
-            )));
-        }
+            ))),
+            None => Ok(std::mem::take(conds)),
+        };
+        *conds = mode.or_else(checked, Vec::new)?;
     }
     let raw_maps = raw
         .runtime_config
         .and_then(|r| r.port_mappings)
         .unwrap_or_default();
     for m in raw_maps {
-        conf.mappings.push(mapping(m)?);
+        if let Some(m) = mode.or_else(mapping(m).map(Some), || None)? {
+            conf.mappings.push(m);
+        }
     }
     Ok(conf)
 }
@@ -536,5 +570,40 @@ mod tests {
             container_addrs(&ipam, "eth0").0.unwrap().to_string(),
             "10.0.0.9/24"
         );
+    }
+
+    #[test]
+    fn del_goes_on_without_refused_values() {
+        let del = |extra: &str| {
+            parse_for(
+                format!(r#"{{"name":"n","type":"portmap"{extra}}}"#).as_bytes(),
+                ParseFor::Del,
+            )
+        };
+        for extra in [
+            r#","backend":"bogus""#,
+            r#","externalSetMarkChain":"pb bad""#,
+            r#","markMasqBit":40"#,
+            r#","conditionsV4":["a;b"]"#,
+            r#","backend":"nftables","conditionsV4":["-s","1.2.3.4"]"#,
+            r#","runtimeConfig":{"portMappings":[{"hostPort":0,"containerPort":80,"protocol":"tcp"},{"hostPort":8080,"containerPort":80,"protocol":"udp"}]}"#,
+        ] {
+            assert!(conf(extra).is_err(), "{extra}");
+            let c = del(extra).unwrap();
+            assert!(c.check_backend(Backend::Nftables).is_ok(), "{extra}");
+            assert_eq!(c.mark_bit, DEFAULT_MARK_BIT, "{extra}");
+            assert!(c.external_set_mark_chain.is_none(), "{extra}");
+        }
+        let c = del(r#","runtimeConfig":{"portMappings":[{"hostPort":0,"containerPort":80,"protocol":"tcp"},{"hostPort":8080,"containerPort":80,"protocol":"udp"}]}"#).unwrap();
+        assert_eq!(c.mappings.len(), 1);
+        assert!(
+            del(r#","conditionsV4":["a;b"]"#)
+                .unwrap()
+                .conditions_v4
+                .is_empty()
+        );
+        let both = r#","markMasqBit":3,"externalSetMarkChain":"X""#;
+        assert!(conf(both).is_err() && del(both).is_ok());
+        assert!(del(r#","snat":"yes""#).is_err());
     }
 }

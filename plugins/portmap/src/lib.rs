@@ -76,7 +76,8 @@ fn flush_conntrack(conf: &Conf, family: Option<cni_net::IpFamily>) {
 }
 
 fn parse_wrapped(args: &CmdArgs) -> Result<Conf, CniError> {
-    config::parse(&args.stdin).map_err(|e| e.context("failed to parse config"))
+    config::parse_for(&args.stdin, cni_skel::ParseFor::of(args))
+        .map_err(|e| e.context("failed to parse config"))
 }
 
 fn addrs_of(v4: Option<IpNetwork>, v6: Option<IpNetwork>) -> Vec<IpNetwork> {
