@@ -20,9 +20,16 @@ fn run(plugin: &Path, cmd: &str, host: &Netns, cont: &Netns, conf: &Value) -> Pl
         .run()
 }
 
+/// A private host with a veth `pbm0` (macvlan's master).
 fn host() -> Netns {
     let h = Netns::new("pbh");
     h.exec_ok("ip", &["link", "set", "lo", "up"]);
+    h.exec_ok(
+        "ip",
+        &[
+            "link", "add", "pbm0", "type", "veth", "peer", "name", "pbm1",
+        ],
+    );
     h
 }
 
@@ -116,6 +123,12 @@ fn pb_del_of_refused_configs_succeeds_like_go() {
         ),
         None,
     );
+    both_del_ok(
+        "macvlan",
+        &conf("macvlan", json!({"master": "pbm0", "mode": "bogus"})),
+    );
+    // No tap in Debian's Go set: ours alone.
+    del_ok("tap", &conf("tap", json!({"mtu": -1, "mac": "zz"})), None);
     both_del_ok(
         "firewall",
         &conf(

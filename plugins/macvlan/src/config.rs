@@ -3,7 +3,7 @@
 
 use cni_net::link_plugin::ChildConf;
 use cni_net::{ChildKind, MacvlanMode};
-use cni_skel::{CmdArgs, CniError};
+use cni_skel::{CmdArgs, CniError, ParseFor};
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize)]
@@ -59,18 +59,27 @@ impl Conf {
     }
 }
 
-/// Parses the config on stdin.
+/// Parses the config on stdin (for DEL, which does not read it, an
+/// unknown `mode` is only logged, as the reference's DEL ignores it:
+/// [`ParseFor`]).
 pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
-    load_bytes(&args.stdin, &args.conf)
+    load_bytes(&args.stdin, &args.conf, ParseFor::of(args))
 }
 
-fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf) -> Result<Conf, CniError> {
+fn load_bytes(
+    stdin: &[u8],
+    common: &cni_skel::NetConf,
+    mode_for: ParseFor,
+) -> Result<Conf, CniError> {
     let raw: Raw = cni_skel::gojson::from_slice(stdin)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     let mode = match raw.mode.as_deref() {
         None | Some("") => MacvlanMode::Bridge,
-        Some(m) => MacvlanMode::parse(m)
-            .ok_or_else(|| CniError::invalid_config(format!("unknown macvlan mode: {m:?}")))?,
+        Some(m) => mode_for.or_else(
+            MacvlanMode::parse(m)
+                .ok_or_else(|| CniError::invalid_config(format!("unknown macvlan mode: {m:?}"))),
+            || MacvlanMode::Bridge,
+        )?,
     };
     Ok(Conf {
         child: ChildConf::new(raw.master, raw.mtu, raw.link_in_container, common),
@@ -87,7 +96,7 @@ mod tests {
 
     fn load_str(s: &str) -> Result<Conf, CniError> {
         let common = cni_skel::conf::parse(s.as_bytes())?;
-        load_bytes(s.as_bytes(), &common)
+        load_bytes(s.as_bytes(), &common, ParseFor::Use)
     }
 
     #[test]
@@ -137,5 +146,14 @@ mod tests {
             let e = load_str(&format!(r#"{{"name":"n",{bad}}}"#)).unwrap_err();
             assert!(e.msg.contains(want), "{bad}: {e:?}");
         }
+    }
+
+    #[test]
+    fn del_goes_on_without_an_unknown_mode() {
+        let s = r#"{"name":"n","master":"eth1","mode":"bogus"}"#;
+        let common = cni_skel::conf::parse(s.as_bytes()).unwrap();
+        assert!(load_str(s).is_err());
+        let c = load_bytes(s.as_bytes(), &common, ParseFor::Del).unwrap();
+        assert_eq!(c.mode, MacvlanMode::Bridge);
     }
 }

@@ -3,7 +3,7 @@
 
 use cni_net::{Mac, link_plugin};
 use cni_skel::args::CniArgs;
-use cni_skel::{CmdArgs, CniError, Dns};
+use cni_skel::{CmdArgs, CniError, Dns, ParseFor};
 use serde::Deserialize;
 
 /// Smallest MTU the kernel accepts on a tap (ETH_MIN_MTU).
@@ -67,54 +67,57 @@ fn failed(e: impl std::fmt::Display) -> CniError {
     CniError::invalid_config(format!("failed to load netconf: {e}"))
 }
 
-/// Parses and validates the config on stdin and `CNI_ARGS`.
+/// Parses and validates the config on stdin and `CNI_ARGS` for the
+/// command ([`ParseFor::of`]).
 pub fn load(args: &CmdArgs) -> Result<TapConf, CniError> {
-    load_from(&args.stdin, &args.conf, &args.args)
+    load_for(args, ParseFor::of(args))
 }
 
-/// The config for DEL: the same keys, but the MAC sources are not looked
-/// at, so a DEL can always clean up (the reference's DEL fails on an
-/// unknown CNI_ARGS key or a bad MAC).
-pub fn load_for_del(args: &CmdArgs) -> Result<TapConf, CniError> {
-    let mut raw: Raw = cni_skel::gojson::from_slice(&args.stdin).map_err(failed)?;
-    raw.mac = None;
-    raw.runtime_config = None;
-    build(raw, &args.conf, None)
+/// [`load`] for `mode`. With [`ParseFor::Del`] (DEL, and GC and STATUS,
+/// which read only the IPAM type) a bad MAC source, an unknown `CNI_ARGS`
+/// key or an MTU ADD refuses is logged, so DEL can always clean up (the
+/// reference's DEL fails on the first two).
+pub fn load_for(args: &CmdArgs, mode: ParseFor) -> Result<TapConf, CniError> {
+    load_from(&args.stdin, &args.conf, &args.args, mode)
 }
 
 fn load_from(
     stdin: &[u8],
     common: &cni_skel::NetConf,
     cni_args: &str,
+    mode: ParseFor,
 ) -> Result<TapConf, CniError> {
     let raw: Raw = cni_skel::gojson::from_slice(stdin).map_err(failed)?;
     let from_args = if cni_args.is_empty() {
         None
     } else {
-        CniArgs::load(cni_args, &["MAC"])?
-            .get("MAC")
-            .filter(|m| !m.is_empty())
-            .map(str::to_string)
+        mode.or_else(CniArgs::load(cni_args, &["MAC"]).map(Some), || None)?
+            .and_then(|a| a.get("MAC").filter(|m| !m.is_empty()).map(str::to_string))
     };
-    build(raw, common, from_args.as_deref())
+    build(raw, common, from_args.as_deref(), mode)
 }
 
 fn build(
     raw: Raw,
     common: &cni_skel::NetConf,
     cni_args_mac: Option<&str>,
+    mode: ParseFor,
 ) -> Result<TapConf, CniError> {
-    let mtu = match raw.mtu {
-        None | Some(0) => None,
-        Some(m) if (MIN_MTU..=MAX_MTU).contains(&m) => u32::try_from(m).ok(),
-        Some(m) => {
-            return Err(CniError::invalid_config(format!(
+    let mtu = mode.or_else(
+        match raw.mtu {
+            None | Some(0) => Ok(None),
+            Some(m) if (MIN_MTU..=MAX_MTU).contains(&m) => Ok(u32::try_from(m).ok()),
+            Some(m) => Err(CniError::invalid_config(format!(
                 "invalid MTU {m}: must be 0 (the kernel's default) or between {MIN_MTU} and {MAX_MTU}"
-            )));
-        }
-    };
+            ))),
+        },
+        || None,
+    )?;
     let runtime_mac = raw.runtime_config.and_then(|r| r.mac);
-    let mac = link_plugin::requested_mac(raw.mac.as_deref(), cni_args_mac, runtime_mac.as_deref())?;
+    let mac = mode.or_else(
+        link_plugin::requested_mac(raw.mac.as_deref(), cni_args_mac, runtime_mac.as_deref()),
+        || None,
+    )?;
     Ok(TapConf {
         multi_queue: raw.multi_queue.unwrap_or(false),
         mtu,
@@ -134,7 +137,7 @@ mod tests {
 
     fn load_str(s: &str, cni_args: &str) -> Result<TapConf, CniError> {
         let common = cni_skel::conf::parse(s.as_bytes())?;
-        load_from(s.as_bytes(), &common, cni_args)
+        load_from(s.as_bytes(), &common, cni_args, ParseFor::Use)
     }
 
     #[test]
@@ -228,8 +231,8 @@ mod tests {
     }
 
     #[test]
-    fn del_ignores_the_mac_sources() {
-        let s = r#"{"name":"n","mac":"zz","ipam":{"type":"static"}}"#;
+    fn del_ignores_refused_values() {
+        let s = r#"{"name":"n","mac":"zz","mtu":-1,"ipam":{"type":"static"}}"#;
         let common = cni_skel::conf::parse(s.as_bytes()).unwrap();
         let args = CmdArgs {
             command: cni_skel::Command::Del,
@@ -243,7 +246,11 @@ mod tests {
             conf: common,
             invoker: None,
         };
-        let c = load_for_del(&args).unwrap();
-        assert_eq!((c.mac, c.ipam.as_deref()), (None, Some("static")));
+        let c = load(&args).unwrap();
+        assert_eq!(
+            (c.mac, c.mtu, c.ipam.as_deref()),
+            (None, None, Some("static"))
+        );
+        assert!(load_for(&args, ParseFor::Use).is_err());
     }
 }

@@ -12,7 +12,7 @@ pub mod config;
 pub mod selinux;
 
 use cni_net::link_plugin::{self, Ctx, Expect};
-use cni_skel::{CmdArgs, CmdResult, Output, Plugin};
+use cni_skel::{CmdArgs, CmdResult, Output, ParseFor, Plugin};
 
 /// The plugin.
 pub struct Tap;
@@ -30,7 +30,7 @@ impl Plugin for Tap {
     }
 
     fn del(&self, args: &CmdArgs) -> CmdResult {
-        let conf = config::load_for_del(args)?;
+        let conf = config::load(args)?;
         link_plugin::del_of_kind(args, conf.ipam.is_some(), Some(TUN_KIND))?;
         Ok(Output::Nothing)
     }
@@ -52,13 +52,13 @@ impl Plugin for Tap {
 
     /// Forwarded to the IPAM plugin (the reference forwards nothing).
     fn gc(&self, args: &CmdArgs) -> CmdResult {
-        config::load_for_del(args)?;
+        config::load_for(args, ParseFor::Del)?;
         link_plugin::gc(args)?;
         Ok(Output::Nothing)
     }
 
     fn status(&self, args: &CmdArgs) -> CmdResult {
-        config::load_for_del(args)?;
+        config::load_for(args, ParseFor::Del)?;
         link_plugin::status(args, None)?;
         Ok(Output::Nothing)
     }
