@@ -176,3 +176,22 @@ fn pb_del_with_a_refused_mtu_cleans_up() {
         assert!(data.reservations().is_empty(), "{kind}");
     }
 }
+
+/// bandwidth DEL with a limit ADD refuses (a rate without a burst: Go's
+/// DEL fails on it too) still removes the attachment's ifb, which is
+/// named by the network and container ID only.
+#[test]
+fn pb_bandwidth_del_with_a_refused_limit_removes_the_ifb() {
+    if skip_unless_root("del_refused::pb_bandwidth_del_with_a_refused_limit_removes_the_ifb") {
+        return;
+    }
+    let h = host();
+    let cont = Netns::new("pbc");
+    let name = rcni_tests::unique("pbbw");
+    let ifb = bandwidth::ifb::name(&name, "pbdel");
+    h.exec_ok("ip", &["link", "add", &ifb, "type", "ifb"]);
+    let mut c = conf("bandwidth", json!({"ingressRate": 100}));
+    c["name"] = json!(name);
+    run(&bin("bandwidth"), "DEL", &h, &cont, &c).ok();
+    assert!(!h.link_names().contains(&ifb), "{:?}", h.link_names());
+}

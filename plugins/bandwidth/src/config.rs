@@ -4,7 +4,7 @@
 
 use crate::shaping::{self, Tbf};
 use cni_skel::gojson::field;
-use cni_skel::{CmdArgs, CniError};
+use cni_skel::{CmdArgs, CniError, ParseFor};
 use serde_json::{Map, Value};
 
 /// The four keys, as the reference spells them (matched ignoring case).
@@ -37,12 +37,14 @@ impl Conf {
     }
 }
 
-/// Parses and validates the config on stdin.
+/// Parses and validates the config on stdin. For DEL, which needs only
+/// the network name (the ifb's), a limit ADD refuses is logged and taken
+/// as none ([`ParseFor`]); the reference's DEL fails on it.
 pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
     let top: Map<String, Value> = serde_json::from_slice(&args.stdin).map_err(|e| {
         CniError::invalid_config(format!("failed to parse network configuration: {e}"))
     })?;
-    parse(&top, args.conf.name())
+    parse(&top, args.conf.name(), ParseFor::of(args))
 }
 
 /// The object the four limits are read from, and the prefix that names
@@ -74,7 +76,7 @@ fn source(top: &Map<String, Value>) -> Result<Option<Source<'_>>, CniError> {
     }
 }
 
-fn parse(top: &Map<String, Value>, network: &str) -> Result<Conf, CniError> {
+fn parse(top: &Map<String, Value>, network: &str, mode: ParseFor) -> Result<Conf, CniError> {
     let mut conf = Conf {
         network: network.to_string(),
         ingress: None,
@@ -102,8 +104,8 @@ fn parse(top: &Map<String, Value>, network: &str) -> Result<Conf, CniError> {
         rate: num("egressRate")?,
         burst: num("egressBurst")?,
     };
-    conf.ingress = direction(ingress, &format!("{prefix}ingress"))?;
-    conf.egress = direction(egress, &format!("{prefix}egress"))?;
+    conf.ingress = mode.or_else(direction(ingress, &format!("{prefix}ingress")), || None)?;
+    conf.egress = mode.or_else(direction(egress, &format!("{prefix}egress")), || None)?;
     Ok(conf)
 }
 
@@ -164,7 +166,7 @@ mod tests {
 
     fn p(s: &str) -> Result<Conf, CniError> {
         let top: Map<String, Value> = serde_json::from_str(s).unwrap();
-        parse(&top, "net")
+        parse(&top, "net", ParseFor::Use)
     }
 
     fn rates(c: &Conf) -> (Option<u64>, Option<u64>) {
@@ -302,5 +304,17 @@ mod tests {
     fn ingress_is_checked_before_egress() {
         let e = p(r#"{"ingressRate":8,"egressBurst":8}"#).unwrap_err();
         assert!(e.msg.starts_with("ingressRate"), "{}", e.msg);
+    }
+
+    #[test]
+    fn del_goes_on_without_refused_limits() {
+        let top: Map<String, Value> =
+            serde_json::from_str(r#"{"ingressRate":100,"egressRate":8000,"egressBurst":80000}"#)
+                .unwrap();
+        assert!(parse(&top, "net", ParseFor::Use).is_err());
+        let c = parse(&top, "net", ParseFor::Del).unwrap();
+        assert!(c.ingress.is_none() && c.egress.is_some());
+        let top: Map<String, Value> = serde_json::from_str(r#"{"ingressRate":-1}"#).unwrap();
+        assert!(parse(&top, "net", ParseFor::Del).is_err());
     }
 }
