@@ -3,7 +3,7 @@
 
 use cni_net::ChildKind;
 use cni_net::link_plugin::ChildConf;
-use cni_skel::{CmdArgs, CniError};
+use cni_skel::{CmdArgs, CniError, ParseFor};
 use serde::Deserialize;
 
 /// The largest VLAN id (4095 is reserved).
@@ -33,29 +33,35 @@ pub struct Conf {
     pub id: u16,
 }
 
-/// Parses the config on stdin.
+/// Parses the config on stdin. DEL, which deletes `CNI_IFNAME` in the
+/// container and reads neither, only logs a missing `master` or a VLAN ID
+/// ADD refuses ([`ParseFor`]).
 pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
-    load_bytes(&args.stdin, &args.conf)
+    load_bytes(&args.stdin, &args.conf, ParseFor::of(args))
 }
 
-fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf) -> Result<Conf, CniError> {
+fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf, mode: ParseFor) -> Result<Conf, CniError> {
     let raw: Raw = cni_skel::gojson::from_slice(stdin)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     let child = ChildConf::new(raw.master, raw.mtu, raw.link_in_container, common);
-    if child.master.is_none() {
-        return Err(CniError::invalid_config(
+    mode.check(match child.master {
+        Some(_) => Ok(()),
+        None => Err(CniError::invalid_config(
             r#""master" field is required. It specifies the host interface name to create the VLAN for"#,
-        ));
-    }
+        )),
+    })?;
     let id = raw.vlan_id.unwrap_or(0);
-    let id = u16::try_from(id)
-        .ok()
-        .filter(|i| i64::from(*i) <= MAX_VLAN_ID)
-        .ok_or_else(|| {
-            CniError::invalid_config(format!(
-                "invalid VLAN ID {id} (must be between 0 and {MAX_VLAN_ID} inclusive)"
-            ))
-        })?;
+    let id = mode.or_else(
+        u16::try_from(id)
+            .ok()
+            .filter(|i| i64::from(*i) <= MAX_VLAN_ID)
+            .ok_or_else(|| {
+                CniError::invalid_config(format!(
+                    "invalid VLAN ID {id} (must be between 0 and {MAX_VLAN_ID} inclusive)"
+                ))
+            }),
+        || 0,
+    )?;
     Ok(Conf { child, id })
 }
 
@@ -72,7 +78,7 @@ mod tests {
 
     fn load_str(s: &str) -> Result<Conf, CniError> {
         let common = cni_skel::conf::parse(s.as_bytes())?;
-        load_bytes(s.as_bytes(), &common)
+        load_bytes(s.as_bytes(), &common, ParseFor::Use)
     }
 
     #[test]
@@ -119,5 +125,21 @@ mod tests {
             (c.child.master.as_deref(), c.id, c.child.link_in_container),
             (Some("eth1"), 7, true)
         );
+    }
+
+    #[test]
+    fn del_goes_on_without_refused_values() {
+        for s in [
+            r#"{"name":"n","master":"eth0","vlanId":4095}"#,
+            r#"{"name":"n","master":"eth0","vlanId":-1}"#,
+            r#"{"name":"n","vlanId":5}"#,
+        ] {
+            let common = cni_skel::conf::parse(s.as_bytes()).unwrap();
+            assert!(load_str(s).is_err(), "{s}");
+            assert!(
+                load_bytes(s.as_bytes(), &common, ParseFor::Del).is_ok(),
+                "{s}"
+            );
+        }
     }
 }
