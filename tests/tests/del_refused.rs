@@ -203,3 +203,29 @@ fn pb_bandwidth_del_with_a_refused_limit_removes_the_ifb() {
     run(&bin("bandwidth"), "DEL", &h, &cont, &c).ok();
     assert!(!h.link_names().contains(&ifb), "{:?}", h.link_names());
 }
+
+/// host-local DEL with ranges ADD refuses (a /33, overlapping sets, none)
+/// still releases the attachment's reservation, which it finds by
+/// container ID and interface in `<dataDir>/<name>` (Go's DEL fails on
+/// them, so the address stays taken).
+#[test]
+fn pb_host_local_del_with_refused_ranges_releases() {
+    use rcni_tests::host_local_util as hl;
+    if skip_unless_root("del_refused::pb_host_local_del_with_refused_ranges_releases") {
+        return;
+    }
+    let data = DataDir::new("pbhl");
+    for bad in [
+        json!({"subnet": "10.161.6.0/33"}),
+        json!({"ranges": [[{"subnet": "10.161.6.0/24"}], [{"subnet": "10.161.6.0/25"}]]}),
+        json!({}),
+    ] {
+        let ok = data.conf("1.0.0", json!({"ranges": [[{"subnet": "10.161.6.0/24"}]]}));
+        hl::add(&ok, "pbhl1", "eth0").ok();
+        assert_eq!(data.reservations().len(), 1);
+        let c = data.conf("1.0.0", bad.clone());
+        assert_ne!(hl::add(&c, "pbhl2", "eth0").code, 0, "{bad}");
+        hl::del(&c, "pbhl1", "eth0").ok();
+        assert!(data.reservations().is_empty(), "{bad}");
+    }
+}

@@ -10,7 +10,7 @@ use crate::range::{Cidr, RangeSet, RawRange, canonical};
 use cni_skel::error::code;
 // Go's key matching (exact, then case-insensitive; null is absent).
 use cni_skel::gojson::field as get;
-use cni_skel::{CniError, Route};
+use cni_skel::{CniError, ParseFor, Route};
 use ipnetwork::IpNetwork;
 use serde_json::{Map, Value};
 use std::net::IpAddr;
@@ -202,6 +202,15 @@ fn range_err(e: crate::range::RangeError, prefix: String) -> CniError {
 /// Loads the config from the plugin's stdin and `CNI_ARGS`, as the
 /// reference's `LoadIPAMConfig`.
 pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, CniError> {
+    load_for(stdin, cni_args, ParseFor::Use)
+}
+
+/// [`load`] for `mode`: DEL, which releases the attachment's reservations
+/// in `<dataDir>/<name>` and reads nothing else, logs refused requested
+/// addresses, range sets (skipped), their count and overlaps ([`ParseFor`];
+/// the reference's DEL fails on them). Wrong JSON types still fail, except
+/// in the ranges and requested addresses.
+pub fn load_for(stdin: &[u8], cni_args: &str, mode: ParseFor) -> Result<IpamConfig, CniError> {
     let top: Value = serde_json::from_slice(stdin).map_err(|e| {
         CniError::new(
             code::DECODING_FAILURE,
@@ -262,18 +271,69 @@ pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, CniError> {
         }
     }
     // rangeStart/rangeEnd/gateway without a subnet are ignored (but typed).
-    let legacy = Some(raw_range_of(ipam, "ipam")?).filter(|r| r.subnet.is_some());
-    let ipam_ranges = get(ipam, "ranges")
-        .map(|v| raw_sets(v, "ipam.ranges"))
-        .transpose()?
-        .unwrap_or_default();
-    let runtime_ranges = runtime
-        .and_then(|r| get(r, "ipRanges"))
-        .map(|v| raw_sets(v, "runtimeConfig.ipRanges"))
-        .transpose()?
-        .unwrap_or_default();
+    let legacy = mode
+        .or_else(raw_range_of(ipam, "ipam").map(Some), || None)?
+        .filter(|r| r.subnet.is_some());
+    let ipam_ranges = mode.or_else(
+        get(ipam, "ranges")
+            .map(|v| raw_sets(v, "ipam.ranges"))
+            .transpose()
+            .map(Option::unwrap_or_default),
+        Vec::new,
+    )?;
+    let runtime_ranges = mode.or_else(
+        runtime
+            .and_then(|r| get(r, "ipRanges"))
+            .map(|v| raw_sets(v, "runtimeConfig.ipRanges"))
+            .transpose()
+            .map(Option::unwrap_or_default),
+        Vec::new,
+    )?;
 
-    // Requested addresses, in the reference's order.
+    let requested = mode.or_else(requested_ips(cni_args, args_cni, runtime), Vec::new)?;
+
+    // ranges = runtimeConfig.ipRanges ++ [legacy] ++ ipam.ranges
+    let mut raw: Vec<(String, Vec<RawRange>)> = runtime_ranges;
+    if let Some(l) = legacy {
+        raw.push(("ipam".to_string(), vec![l]));
+    }
+    raw.extend(ipam_ranges);
+    mode.check(if raw.is_empty() {
+        Err(CniError::new(
+            code::INVALID_NETWORK_CONFIG,
+            "no IP ranges specified",
+            "ipam.subnet, ipam.ranges, runtimeConfig.ipRanges: none given",
+        ))
+    } else {
+        Ok(())
+    })?;
+    let mut ranges = Vec::with_capacity(raw.len());
+    for (i, (origin, set)) in raw.iter().enumerate() {
+        let s = RangeSet::canonicalize(set, origin)
+            .map_err(|e| range_err(e, format!("invalid range set {i}: ")));
+        if let Some(s) = mode.or_else(s.map(Some), || None)? {
+            ranges.push(s);
+        }
+    }
+    mode.check(check_range_sets(&ranges, cni_version))?;
+    Ok(IpamConfig {
+        name: name.to_string(),
+        cni_version: cni_version.to_string(),
+        ranges,
+        routes,
+        data_dir,
+        resolv_conf,
+        requested,
+    })
+}
+
+/// Requested addresses, in the reference's order: `CNI_ARGS` `IP`,
+/// `args.cni.ips`, `runtimeConfig.ips`.
+fn requested_ips(
+    cni_args: &str,
+    args_cni: Option<&Map<String, Value>>,
+    runtime: Option<&Map<String, Value>>,
+) -> Result<Vec<IpAddr>, CniError> {
     let mut requested = Vec::new();
     let env = cni_skel::args::CniArgs::load(cni_args, &["IP"])?;
     if let Some(raw) = env.get("IP") {
@@ -297,32 +357,14 @@ pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, CniError> {
         "runtimeConfig.ips",
         &mut requested,
     )?;
+    Ok(requested)
+}
 
-    // ranges = runtimeConfig.ipRanges ++ [legacy] ++ ipam.ranges
-    let mut raw: Vec<(String, Vec<RawRange>)> = runtime_ranges;
-    if let Some(l) = legacy {
-        raw.push(("ipam".to_string(), vec![l]));
-    }
-    raw.extend(ipam_ranges);
-    if raw.is_empty() {
-        return Err(CniError::new(
-            code::INVALID_NETWORK_CONFIG,
-            "no IP ranges specified",
-            "ipam.subnet, ipam.ranges, runtimeConfig.ipRanges: none given",
-        ));
-    }
-    let mut ranges = Vec::with_capacity(raw.len());
-    let (mut v4, mut v6) = (0, 0);
-    for (i, (origin, set)) in raw.iter().enumerate() {
-        let s = RangeSet::canonicalize(set, origin)
-            .map_err(|e| range_err(e, format!("invalid range set {i}: ")))?;
-        if s.is_ipv4() {
-            v4 += 1;
-        } else {
-            v6 += 1;
-        }
-        ranges.push(s);
-    }
+/// At most one range set per family before cniVersion 0.3.0, and no two
+/// sets overlapping.
+fn check_range_sets(ranges: &[RangeSet], cni_version: &str) -> Result<(), CniError> {
+    let v4 = ranges.iter().filter(|s| s.is_ipv4()).count();
+    let v6 = ranges.len() - v4;
     if (v4 > 1 || v6 > 1)
         && cni_skel::version::Version::parse(cni_version)
             .map(|v| v < cni_skel::version::Version::MULTI_IP)
@@ -345,15 +387,7 @@ pub fn load(stdin: &[u8], cni_args: &str) -> Result<IpamConfig, CniError> {
             }
         }
     }
-    Ok(IpamConfig {
-        name: name.to_string(),
-        cni_version: cni_version.to_string(),
-        ranges,
-        routes,
-        data_dir,
-        resolv_conf,
-        requested,
-    })
+    Ok(())
 }
 
 #[cfg(test)]
@@ -648,5 +682,35 @@ mod tests {
         // rangeStart without subnet is ignored
         let c = load_json(json!({"name":"n","ipam":{"rangeStart":"10.9.9.9","ranges":[[{"subnet":"10.1.2.0/24"}]]}}), "").unwrap();
         assert_eq!(c.ranges.len(), 1);
+    }
+
+    #[test]
+    fn del_goes_on_without_refused_ranges() {
+        let del = |v: Value, args: &str| load_for(v.to_string().as_bytes(), args, ParseFor::Del);
+        for (v, args) in [
+            (
+                json!({"name":"n","ipam":{"type":"host-local","subnet":"10.161.9.0/33"}}),
+                "",
+            ),
+            (json!({"name":"n","ipam":{"type":"host-local"}}), ""),
+            (
+                json!({"name":"n","ipam":{"type":"host-local","ranges":[[{"subnet":"10.161.9.0/24"}],[{"subnet":"10.161.9.0/25"}]]}}),
+                "",
+            ),
+            (
+                json!({"name":"n","ipam":{"type":"host-local","subnet":"10.161.9.0/24"}}),
+                "IP=zz",
+            ),
+        ] {
+            assert!(load_json(v.clone(), args).is_err(), "{v} {args}");
+            let c = del(v.clone(), args).unwrap();
+            assert_eq!(
+                c.network_dir(),
+                PathBuf::from(DEFAULT_DATA_DIR).join("n"),
+                "{v}"
+            );
+        }
+        let bad = json!({"name":"n","ipam":{"type":"host-local","dataDir":5}});
+        assert!(del(bad, "").is_err());
     }
 }

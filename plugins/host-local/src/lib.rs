@@ -72,7 +72,7 @@ impl Plugin for HostLocal {
     }
 
     fn del(&self, args: &CmdArgs) -> CmdResult {
-        let conf = config::load(&args.stdin, &args.args)?;
+        let conf = config::load_for(&args.stdin, &args.args, cni_skel::ParseFor::Del)?;
         // Nothing to release when the directory does not exist; do not create it.
         let Some(store) = Store::open_existing(&conf.network_dir())? else {
             return Ok(Output::Nothing);
