@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 /// A plugin's entry point: the command-line arguments after the program
 /// name.
-type Main = fn(Vec<OsString>) -> ExitCode;
+type Main = fn(cni_skel::ProgramArgs) -> ExitCode;
 
 /// The plugins, by the name each is called as, sorted: the release
 /// tarball's set (every plugin but noop, the test double). Each library's
@@ -108,7 +108,7 @@ fn main() -> ExitCode {
     let mut argv = std::env::args_os();
     let argv0 = argv.next();
     let (stdout, stderr) = match resolve(argv0.as_deref(), argv.collect()) {
-        Action::Run(i, args) => return (PLUGINS[i].1)(args),
+        Action::Run(i, args) => return (PLUGINS[i].1)(cni_skel::ProgramArgs::Given(args)),
         Action::List => {
             let names: String = PLUGINS.iter().map(|(n, _)| format!("{n}\n")).collect();
             (names, String::new())

@@ -17,7 +17,6 @@ pub mod shaping;
 pub mod status;
 
 use cni_skel::{CmdArgs, CmdResult, Plugin};
-use std::ffi::OsString;
 use std::process::ExitCode;
 
 /// The plugin.
@@ -58,6 +57,6 @@ impl Plugin for Bandwidth {
 /// Runs the plugin as its binary does; `_args` are the command-line
 /// arguments after the program name, which a CNI plugin does not read (its
 /// input is the environment and stdin).
-pub fn main(_args: Vec<OsString>) -> ExitCode {
+pub fn main(_args: cni_skel::ProgramArgs) -> ExitCode {
     cni_skel::run(&Bandwidth)
 }

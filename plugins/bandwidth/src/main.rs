@@ -1,5 +1,5 @@
 //! The `bandwidth` plugin binary: the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    bandwidth::main(std::env::args_os().skip(1).collect())
+    bandwidth::main(cni_skel::ProgramArgs::Process)
 }

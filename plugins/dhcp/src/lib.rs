@@ -7,14 +7,13 @@ pub mod daemon;
 pub mod plugin;
 mod rpc;
 
-use std::ffi::OsString;
 use std::process::ExitCode;
 
 /// Runs the plugin as its binary does; `args` are the command-line
 /// arguments after the program name: `daemon [flags]` runs the daemon,
 /// anything else the CNI plugin.
-pub fn main(args: Vec<OsString>) -> ExitCode {
-    let mut args = args.into_iter();
+pub fn main(args: cni_skel::ProgramArgs) -> ExitCode {
+    let mut args = args.into_vec().into_iter();
     match args.next() {
         Some(first) if first == "daemon" => daemon::main(args.collect()),
         _ => plugin::main(),

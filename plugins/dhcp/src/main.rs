@@ -1,5 +1,5 @@
 //! The `dhcp` plugin binary: the plugin and its daemon are the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    dhcp::main(std::env::args_os().skip(1).collect())
+    dhcp::main(cni_skel::ProgramArgs::Process)
 }

@@ -1,5 +1,5 @@
 //! The CNI dummy plugin binary; the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    dummy::main(std::env::args_os().skip(1).collect())
+    dummy::main(cni_skel::ProgramArgs::Process)
 }

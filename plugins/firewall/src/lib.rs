@@ -18,7 +18,6 @@ pub mod status;
 
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Plugin};
 use config::{BackendChoice, Conf, IngressPolicy};
-use std::ffi::OsString;
 use std::process::ExitCode;
 
 /// The plugin.
@@ -125,6 +124,6 @@ impl Plugin for Firewall {
 /// Runs the plugin as its binary does; `_args` are the command-line
 /// arguments after the program name, which a CNI plugin does not read (its
 /// input is the environment and stdin).
-pub fn main(_args: Vec<OsString>) -> ExitCode {
+pub fn main(_args: cni_skel::ProgramArgs) -> ExitCode {
     cni_skel::run(&Firewall)
 }

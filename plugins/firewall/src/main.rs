@@ -1,5 +1,5 @@
 //! The `firewall` plugin binary: the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    firewall::main(std::env::args_os().skip(1).collect())
+    firewall::main(cni_skel::ProgramArgs::Process)
 }

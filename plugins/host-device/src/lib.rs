@@ -19,7 +19,6 @@ pub mod sysfs;
 
 use cni_net::link_plugin;
 use cni_skel::{CmdArgs, CmdResult, Output, Plugin};
-use std::ffi::OsString;
 use std::process::ExitCode;
 use sysfs::Sysfs;
 
@@ -57,6 +56,6 @@ impl Plugin for HostDevice {
 /// Runs the plugin as its binary does; `_args` are the command-line
 /// arguments after the program name, which a CNI plugin does not read (its
 /// input is the environment and stdin).
-pub fn main(_args: Vec<OsString>) -> ExitCode {
+pub fn main(_args: cni_skel::ProgramArgs) -> ExitCode {
     cni_skel::run(&HostDevice)
 }

@@ -1,5 +1,5 @@
 //! The `host-device` plugin binary: the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    host_device::main(std::env::args_os().skip(1).collect())
+    host_device::main(cni_skel::ProgramArgs::Process)
 }

@@ -4,5 +4,5 @@
 use cni_alloc as _;
 
 fn main() -> std::process::ExitCode {
-    host_local::main(std::env::args_os().skip(1).collect())
+    host_local::main(cni_skel::ProgramArgs::Process)
 }

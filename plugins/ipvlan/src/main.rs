@@ -1,5 +1,5 @@
 //! The CNI ipvlan plugin binary; the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    ipvlan::main(std::env::args_os().skip(1).collect())
+    ipvlan::main(cni_skel::ProgramArgs::Process)
 }

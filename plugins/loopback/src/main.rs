@@ -1,5 +1,5 @@
 //! The CNI loopback plugin binary; the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    loopback::main(std::env::args_os().skip(1).collect())
+    loopback::main(cni_skel::ProgramArgs::Process)
 }

@@ -74,6 +74,6 @@ impl Plugin for Macvlan {
 /// Runs the plugin as its binary does; `_args` are the command-line
 /// arguments after the program name, which a CNI plugin does not read (its
 /// input is the environment and stdin).
-pub fn main(_args: Vec<std::ffi::OsString>) -> std::process::ExitCode {
+pub fn main(_args: cni_skel::ProgramArgs) -> std::process::ExitCode {
     cni_skel::run(&Macvlan)
 }

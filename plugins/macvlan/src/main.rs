@@ -1,5 +1,5 @@
 //! The CNI macvlan plugin binary; the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    macvlan::main(std::env::args_os().skip(1).collect())
+    macvlan::main(cni_skel::ProgramArgs::Process)
 }

@@ -55,7 +55,7 @@ impl Plugin for Noop {
 /// Runs the plugin as its binary does; `_args` are the command-line
 /// arguments after the program name, which a CNI plugin does not read (its
 /// input is the environment and stdin).
-pub fn main(_args: Vec<std::ffi::OsString>) -> ExitCode {
+pub fn main(_args: cni_skel::ProgramArgs) -> ExitCode {
     let mut stdin = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut stdin) {
         let e = cni_skel::CniError::new(

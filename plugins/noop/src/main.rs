@@ -4,5 +4,5 @@
 use cni_alloc as _;
 
 fn main() -> std::process::ExitCode {
-    noop::main(std::env::args_os().skip(1).collect())
+    noop::main(cni_skel::ProgramArgs::Process)
 }

@@ -16,7 +16,6 @@ pub mod status;
 use cni_skel::{CmdArgs, CmdResult, CniError, Plugin};
 use config::{Backend, Conf, Proto};
 use ipnetwork::IpNetwork;
-use std::ffi::OsString;
 use std::process::ExitCode;
 
 /// The plugin.
@@ -113,6 +112,6 @@ impl Plugin for Portmap {
 /// Runs the plugin as its binary does; `_args` are the command-line
 /// arguments after the program name, which a CNI plugin does not read (its
 /// input is the environment and stdin).
-pub fn main(_args: Vec<OsString>) -> ExitCode {
+pub fn main(_args: cni_skel::ProgramArgs) -> ExitCode {
     cni_skel::run(&Portmap)
 }

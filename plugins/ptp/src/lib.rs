@@ -8,7 +8,6 @@ pub mod del;
 pub mod gc;
 
 use cni_skel::{CmdArgs, CmdResult, Plugin};
-use std::ffi::OsString;
 use std::process::ExitCode;
 
 /// The plugin.
@@ -45,6 +44,6 @@ impl Plugin for Ptp {
 /// Runs the plugin as its binary does; `_args` are the command-line
 /// arguments after the program name, which a CNI plugin does not read (its
 /// input is the environment and stdin).
-pub fn main(_args: Vec<OsString>) -> ExitCode {
+pub fn main(_args: cni_skel::ProgramArgs) -> ExitCode {
     cni_skel::run(&Ptp)
 }

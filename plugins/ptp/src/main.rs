@@ -1,5 +1,5 @@
 //! The `ptp` plugin binary: the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    ptp::main(std::env::args_os().skip(1).collect())
+    ptp::main(cni_skel::ProgramArgs::Process)
 }

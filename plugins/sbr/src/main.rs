@@ -1,5 +1,5 @@
 //! The CNI sbr plugin binary; the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    sbr::main(std::env::args_os().skip(1).collect())
+    sbr::main(cni_skel::ProgramArgs::Process)
 }

@@ -4,5 +4,5 @@
 use cni_alloc as _;
 
 fn main() -> std::process::ExitCode {
-    r#static::main(std::env::args_os().skip(1).collect())
+    r#static::main(cni_skel::ProgramArgs::Process)
 }

@@ -1,5 +1,5 @@
 //! The CNI tap plugin binary; the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    tap::main(std::env::args_os().skip(1).collect())
+    tap::main(cni_skel::ProgramArgs::Process)
 }

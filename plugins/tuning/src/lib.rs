@@ -13,7 +13,6 @@ pub mod tune;
 
 use cni_net::NetNs;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output, Plugin};
-use std::ffi::OsString;
 use std::process::ExitCode;
 
 /// The plugin.
@@ -63,6 +62,6 @@ fn open_netns(args: &CmdArgs) -> Result<NetNs, CniError> {
 /// Runs the plugin as its binary does; `_args` are the command-line
 /// arguments after the program name, which a CNI plugin does not read (its
 /// input is the environment and stdin).
-pub fn main(_args: Vec<OsString>) -> ExitCode {
+pub fn main(_args: cni_skel::ProgramArgs) -> ExitCode {
     cni_skel::run(&Tuning)
 }

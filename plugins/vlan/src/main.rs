@@ -1,5 +1,5 @@
 //! The CNI vlan plugin binary; the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    vlan::main(std::env::args_os().skip(1).collect())
+    vlan::main(cni_skel::ProgramArgs::Process)
 }

@@ -1,5 +1,5 @@
 //! The CNI vrf plugin binary; the plugin is the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
-    vrf::main(std::env::args_os().skip(1).collect())
+    vrf::main(cni_skel::ProgramArgs::Process)
 }
