@@ -180,18 +180,22 @@ fn take(
 ) -> Result<Option<Lock>, CniError> {
     let mut path = base.to_path_buf();
     subdirs.iter().for_each(|d| path.push(d));
-    if let Some(file) = existing_file(&path.join(name)) {
-        return hold_file(file, path.join(name), timeout).map(Some);
+    path.push(name);
+    if let Some(file) = existing_file(&path) {
+        return hold(file, path, timeout).map(Some);
     }
     let dir = match private_dir(base, subdirs) {
         Ok(d) => d,
         Err(DirError::Unusable(why)) => {
-            log::debug!("no lock {}: {why}", path.join(name).display());
+            log::debug!("no lock {}: {why}", path.display());
             return Ok(None);
         }
         Err(DirError::Untrusted(why)) => return Err(CniError::new(code::IO_FAILURE, why, "")),
     };
-    hold(dir, &path, name, timeout).map(Some)
+    // Nothing removes or renames a lock file of ours in a directory only
+    // we can write, so the file opened is the one every taker locks.
+    let file = open_file(&dir, name, &path)?;
+    hold(file, path, timeout).map(Some)
 }
 
 /// Opens `base/subdirs…`, making each directory (0700) that is missing and
@@ -356,16 +360,8 @@ fn open_file(dir: &OwnedFd, name: &str, path: &Path) -> Result<File, CniError> {
     ))
 }
 
-/// Takes the lock `dir/name` (`dir` is the open `dir_path`). Nothing
-/// removes or renames a lock file of ours in a directory only we can
-/// write, so the file opened is the one every taker locks.
-fn hold(dir: OwnedFd, dir_path: &Path, name: &str, timeout: Duration) -> Result<Lock, CniError> {
-    let path = dir_path.join(name);
-    let file = open_file(&dir, name, &path)?;
-    hold_file(file, path, timeout)
-}
-
-fn hold_file(file: File, path: PathBuf, timeout: Duration) -> Result<Lock, CniError> {
+/// Waits for the lock on `file` (at `path`) and holds it.
+fn hold(file: File, path: PathBuf, timeout: Duration) -> Result<Lock, CniError> {
     wait_until(&file, &path, Instant::now(), timeout)?;
     log::debug!("holding {}", path.display());
     Ok(Lock { file, path })
