@@ -48,6 +48,14 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// True when an LSM takes exec labels (`/proc/self/attr/current` is
+/// readable: the uml VM, SELinux on without policy), so tap's
+/// `selinuxContext` succeeds as the reference's does; false where the
+/// kernel refuses every label (this machine).
+pub fn lsm_takes_exec_labels() -> bool {
+    std::fs::read("/proc/self/attr/current").is_ok()
+}
+
 /// Prints a visible skip line and returns true when the test cannot run
 /// here: it needs root (network namespaces) and `ip` (iproute2), which every
 /// test that makes a namespace runs.
