@@ -2,11 +2,10 @@
 //! used; idempotent.
 
 use crate::config::Conf;
-use crate::{FIRST_TABLE, flush_table, host_net, ips_of};
+use crate::{FIRST_TABLE, family_of, flush_table, host_net, ips_of};
 use cni_net::{IpFamily, NetNs, Netlink, Rule};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 use ipnetwork::IpNetwork;
-use std::collections::HashSet;
 
 /// The addresses sbr made rules for: the prevResult's when there is one,
 /// else the interface's (the reference's way).
@@ -37,9 +36,14 @@ pub fn del(args: &CmdArgs) -> CmdResult {
     };
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host()?;
-        let sources: HashSet<IpNetwork> = del_ips(args, &nl)?.iter().map(host_net).collect();
+        let sources: Vec<IpNetwork> = del_ips(args, &nl)?.iter().map(host_net).collect();
         let mut errors = Vec::new();
         for family in [IpFamily::V4, IpFamily::V6] {
+            // No rule of a family without one of the sources is ours: its
+            // dump would find nothing to do.
+            if !sources.iter().any(|s| family_of(s) == family) {
+                continue;
+            }
             let rules = nl.rules(family)?;
             let (mine, others): (Vec<&Rule>, Vec<&Rule>) = rules.iter().partition(|r| {
                 r.src.is_some_and(|s| sources.contains(&s))
@@ -54,7 +58,9 @@ pub fn del(args: &CmdArgs) -> CmdResult {
             if table.is_some() {
                 continue;
             }
-            let tables: HashSet<u32> = mine.iter().map(|r| r.table).collect();
+            let mut tables: Vec<u32> = mine.iter().map(|r| r.table).collect();
+            tables.sort_unstable();
+            tables.dedup();
             for t in tables {
                 if t < FIRST_TABLE || others.iter().any(|o| o.table == t) {
                     continue;
