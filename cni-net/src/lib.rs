@@ -48,7 +48,7 @@ pub use netns::NetNs;
 pub use rtnl::{
     Addr, AddrFlags, BridgeOpts, ChildKind, ChildOpts, IpFamily, IpvlanMode, Link, LinkExtras,
     MAX_IFNAME_LEN, Mac, MacvlanMode, Netlink, Route, Rule, TABLE_MAIN, VethOpts, addr_flags,
-    bridge_vlan, scope, tc,
+    bridge_vlan, scope, tc, veth_mtu,
 };
 
 #[cfg(test)]

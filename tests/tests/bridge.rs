@@ -1104,7 +1104,7 @@ fn config_errors_touch_nothing() {
             json!({"vlan": 5000}),
             "invalid VLAN ID 5000 (must be between 0 and 4094)",
         ),
-        (json!({"mtu": -5}), "invalid MTU -5"),
+        (json!({"mtu": 67}), "invalid MTU 67"),
         (json!({"mtu": 70000}), "invalid MTU 70000"),
         (
             json!({"bridge": "this-name-is-too-long"}),

@@ -80,7 +80,7 @@ fn pb_del_of_refused_configs_succeeds_like_go() {
     let ipam = json!({"type": "host-local", "dataDir": data.path().display().to_string(),
                       "ranges": [[{"subnet": "10.161.1.0/24"}]]});
     for extra in [
-        json!({"bridge": "pbbr0", "mtu": -1}),
+        json!({"bridge": "pbbr0", "mtu": 67}),
         json!({"bridge": "pbbr0", "mtu": 70000}),
         json!({"bridge": "pbbr0", "hairpinMode": true, "promiscMode": true}),
         json!({"bridge": "pb/br0"}),
@@ -93,7 +93,7 @@ fn pb_del_of_refused_configs_succeeds_like_go() {
         both_del_ok("bridge", &c);
     }
     for extra in [
-        json!({"mtu": -1, "ipam": ipam}),
+        json!({"mtu": 67, "ipam": ipam}),
         json!({"mtu": 65536, "ipam": ipam}),
     ] {
         let mut c = conf("ptp", extra);
@@ -177,7 +177,7 @@ fn pb_del_with_a_refused_mtu_cleans_up() {
         }
         let r = run(&bin(kind), "ADD", &h, &cont, &c).ok();
         assert_eq!(data.reservations().len(), 1);
-        c["mtu"] = json!(-1);
+        c["mtu"] = json!(70000);
         c["prevResult"] = r;
         run(&bin(kind), "DEL", &h, &cont, &c).ok();
         assert_eq!(cont.link_names(), ["lo"], "{kind}");

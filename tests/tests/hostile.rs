@@ -1086,7 +1086,12 @@ fn hostile_bridge() {
             ],
         ),
         key("ipMasqBackend", Kind::Str, vec![json!("pf"), json!("MARK")]),
-        key("mtu", Kind::Int(68, 65535), vec![json!(65536), json!(67)]),
+        // 0 or less: the kernel default, as in the reference.
+        key(
+            "mtu",
+            Kind::Int(i64::MIN, 65535),
+            vec![json!(65536), json!(67)],
+        ),
         key("vlan", Kind::Int(0, 4094), vec![json!(4095)]),
         key(
             "vlanTrunk",
@@ -1117,7 +1122,12 @@ fn hostile_ptp() {
     keys.extend(bools(&["ipMasq"]));
     keys.extend([
         key("ipMasqBackend", Kind::Str, vec![json!("pf"), json!("MARK")]),
-        key("mtu", Kind::Int(68, 65535), vec![json!(65536), json!(67)]),
+        // 0 or less: the kernel default, as in the reference.
+        key(
+            "mtu",
+            Kind::Int(i64::MIN, 65535),
+            vec![json!(65536), json!(67)],
+        ),
     ]);
     hostile(&w, base, keys, Traits::MAIN_WITH_IPAM, &[]);
 }

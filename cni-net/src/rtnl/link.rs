@@ -144,6 +144,45 @@ pub struct BridgeOpts<'a> {
     pub up: bool,
 }
 
+/// Smallest MTU the kernel takes on a veth or a bridge (ETH_MIN_MTU).
+pub const VETH_MIN_MTU: u32 = 68;
+/// Largest MTU the kernel takes on a veth or a bridge (ETH_MAX_MTU).
+pub const VETH_MAX_MTU: u32 = 65535;
+
+/// A configured `mtu` for a veth or a bridge as the reference reads it:
+/// zero or negative = the kernel's default (`None`; Go's netlink sends no
+/// MTU then), 68-65535 as given. Anything else is the error text: the
+/// kernel refuses 1-67 and 65536 up to 2^32-1 (EINVAL), and 2^32 or more
+/// is refused where the reference would truncate it to 32 bits.
+pub fn veth_mtu(mtu: i64) -> Result<Option<u32>, String> {
+    match u32::try_from(mtu) {
+        _ if mtu <= 0 => Ok(None),
+        Ok(m) if (VETH_MIN_MTU..=VETH_MAX_MTU).contains(&m) => Ok(Some(m)),
+        _ => Err(format!(
+            "invalid MTU {mtu}: must be 0 or less for the kernel default, or between {VETH_MIN_MTU} and {VETH_MAX_MTU}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod veth_mtu_tests {
+    #[test]
+    fn as_the_reference_reads_it() {
+        for (m, want) in [
+            (0, None),
+            (-1, None),
+            (i64::MIN, None),
+            (68, Some(68)),
+            (65535, Some(65535)),
+        ] {
+            assert_eq!(super::veth_mtu(m), Ok(want), "{m}");
+        }
+        for m in [1, 67, 65536, 70000, 4294968796, i64::MAX] {
+            assert!(super::veth_mtu(m).is_err(), "{m}");
+        }
+    }
+}
+
 /// How to create a veth pair with one request. The local end is created in
 /// this handle's namespace; the peer directly in `peer_ns`.
 #[derive(Debug, Clone, Default)]

@@ -260,16 +260,9 @@ pub fn load_value_for(
         collect_trunk(raw.vlan_trunk.as_deref().unwrap_or_default()),
         Vec::new,
     )?;
-    let mtu = mode.or_else(
-        match raw.mtu.unwrap_or(0) {
-            0 => Ok(None),
-            m if (68..=65535).contains(&m) => Ok(u32::try_from(m).ok()),
-            m => Err(err(format!(
-                "invalid MTU {m} (must be 0 for the kernel default, or between 68 and 65535)"
-            ))),
-        },
-        || None,
-    )?;
+    let mtu = mode.or_else(cni_net::veth_mtu(raw.mtu.unwrap_or(0)).map_err(err), || {
+        None
+    })?;
     let ip_masq_backend = mode.or_else(Backend::parse(raw.ip_masq_backend.as_deref()), || None)?;
     let mac = mode.or_else(
         container_mac(cni_args, raw.args, raw.runtime_config),
@@ -420,8 +413,10 @@ mod tests {
             msg(json!({"vlan": -1})),
             "invalid VLAN ID -1 (must be between 0 and 4094)"
         );
-        assert!(msg(json!({"mtu": -1})).starts_with("invalid MTU -1"));
+        assert!(msg(json!({"mtu": 4294968796u64})).starts_with("invalid MTU 4294968796"));
         assert!(msg(json!({"mtu": 65536})).starts_with("invalid MTU 65536"));
+        // 0 or less: the kernel default, as in the reference.
+        assert_eq!(load(json!({"mtu": -1})).unwrap().mtu, None);
         assert!(msg(json!({"mtu": 67})).starts_with("invalid MTU 67"));
         assert_eq!(load(json!({"mtu": 9000})).unwrap().mtu, Some(9000));
         assert!(
@@ -547,7 +542,6 @@ mod tests {
     #[test]
     fn del_goes_on_without_refused_values() {
         for v in [
-            json!({"mtu": -1}),
             json!({"mtu": 70000}),
             json!({"vlan": 5000}),
             json!({"vlanTrunk": [{"id": 5000}]}),

@@ -5,10 +5,6 @@ use cni_fw::masq::Backend;
 use cni_skel::{CmdArgs, CniError, Dns, ParseFor};
 use serde::Deserialize;
 
-/// Smallest MTU the kernel accepts on a veth (ETH_MIN_MTU).
-pub const MIN_MTU: i64 = 68;
-/// Largest MTU the kernel accepts on a veth (ETH_MAX_MTU).
-pub const MAX_MTU: i64 = 65535;
 /// IPv6 needs at least this MTU on a link.
 pub const MIN_MTU_V6: u32 = 1280;
 
@@ -59,13 +55,7 @@ fn load_bytes(
     }
     let backend = mode.or_else(Backend::parse(raw.ip_masq_backend.as_deref()), || None)?;
     let mtu = mode.or_else(
-        match raw.mtu {
-            None | Some(0) => Ok(None),
-            Some(m) if (MIN_MTU..=MAX_MTU).contains(&m) => Ok(u32::try_from(m).ok()),
-            Some(m) => Err(CniError::invalid_config(format!(
-                "invalid mtu {m}: must be 0 (kernel default) or between {MIN_MTU} and {MAX_MTU}"
-            ))),
-        },
+        cni_net::veth_mtu(raw.mtu.unwrap_or(0)).map_err(CniError::invalid_config),
         || None,
     )?;
     Ok(PtpConf {
@@ -105,14 +95,17 @@ mod tests {
         ))
         .unwrap();
         assert!(c.mtu.is_none() && !c.ip_masq && c.dns.is_none());
+        // 0 or less: the kernel default, as in the reference.
+        let c = load_str(&format!(r#"{{"name":"n",{IPAM},"mtu":-1}}"#)).unwrap();
+        assert!(c.mtu.is_none());
     }
 
     #[test]
     fn rejects_bad_keys() {
         for (bad, want) in [
-            (r#""mtu":-1"#, "invalid mtu -1"),
-            (r#""mtu":67"#, "invalid mtu 67"),
-            (r#""mtu":65536"#, "invalid mtu 65536"),
+            (r#""mtu":67"#, "invalid MTU 67"),
+            (r#""mtu":65536"#, "invalid MTU 65536"),
+            (r#""mtu":4294968796"#, "invalid MTU 4294968796"),
             (r#""mtu":"1500""#, "failed to load netconf"),
             (r#""mtu":1500.5"#, "failed to load netconf"),
             (r#""ipMasq":"yes""#, "failed to load netconf"),
@@ -136,7 +129,7 @@ mod tests {
     fn del_goes_on_without_refused_values() {
         let common = |s: &str| cni_skel::conf::parse(s.as_bytes()).unwrap();
         for (kv, ok) in [
-            (r#""mtu":-1"#, true),
+            (r#""mtu":67"#, true),
             (r#""mtu":70000"#, true),
             (r#""ipMasqBackend":"x""#, true),
             (r#""mtu":"1""#, false),
