@@ -372,7 +372,8 @@ fn bad_input_changes_nothing() {
         .run()
         .err();
     assert!(e["msg"].as_str().unwrap().contains("net9"), "{e}");
-    c.run("ADD", &c.conf("1.0.0", json!({"table": 254}))).err();
+    c.run("ADD", &c.conf("1.0.0", json!({"table": 4294967296u64})))
+        .err();
     c.run("ADD", &c.conf("1.0.0", json!({"table": "x"}))).err();
     assert_eq!(c.state(), before);
 }

@@ -1,6 +1,6 @@
 //! CHECK: the rules and tables ADD made are there.
 
-use crate::config::Conf;
+use crate::config::{self, Conf};
 use crate::{family_of, host_net, ips_of, ns_path, prev_result};
 use cni_net::{NetNs, Netlink};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
@@ -24,7 +24,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
             let rule = nl
                 .rules(family)?
                 .into_iter()
-                .find(|r| r.src == Some(src) && table.is_none_or(|t| t == r.table))
+                .find(|r| r.src == Some(src) && config::names(table, r.table))
                 .ok_or_else(|| CniError::internal(format!("no rule from {src}")))?;
             if table.is_none()
                 && !nl

@@ -20,7 +20,8 @@ struct Raw {
 #[derive(Debug, Default, PartialEq)]
 pub struct Conf {
     /// Only add rules to this table (its routes are someone else's);
-    /// `None` = a table per address, chosen by ADD.
+    /// 0 = let the kernel choose; `None` = a table per address, chosen
+    /// by ADD.
     pub table: Option<u32>,
     /// `gateways` as written; ADD without `table` checks them
     /// ([`Conf::gateways`]), as the reference does, so a bad one fails
@@ -29,6 +30,13 @@ pub struct Conf {
     /// Put the subnet routes back into the main table with the address as
     /// their source, so traffic without a chosen source still finds them.
     pub add_source_hints: bool,
+}
+
+/// Whether a rule to table `t` is one of `table` mode's: any table
+/// without `table`, or with table 0 (the kernel chose it), as the
+/// reference's DEL lists them (its filter takes 0 as "every table").
+pub fn names(table: Option<u32>, t: u32) -> bool {
+    table.is_none_or(|want| want == 0 || want == t)
 }
 
 /// The gateways of `gateways`: at most one per family.
@@ -63,18 +71,20 @@ impl Conf {
         })?;
         let table = match c.table {
             None => None,
-            // 0 (unspec), 253-255 (default, main, local) are the kernel's.
+            // As the reference's netlink sends it: 0 or less is no table
+            // (the kernel then gives an IPv4 rule a new empty table of its
+            // choosing and refuses an IPv6 one), 253-255 the kernel's
+            // tables (rules only: `table` mode never writes routes).
+            Some(t) if t <= 0 => Some(0),
             Some(t) => mode.or_else(
-                match u32::try_from(t) {
-                    Ok(t) if t != 0 && !(253..=255).contains(&t) => Ok(Some(t)),
-                    _ => Err(CniError::invalid_config(format!(
-                        "table {t} is not a usable routing table id"
-                    ))),
-                },
-                // The reference removes the rules of its int `table`; one
-                // outside u32 names none: 0 names only rules without a
-                // table (blackhole, unreachable …), which sbr never makes.
-                || Some(u32::try_from(t).unwrap_or(0)),
+                u32::try_from(t).map(Some).map_err(|_| {
+                    CniError::invalid_config(format!(
+                        "table {t} is not a routing table id (at most 4294967295)"
+                    ))
+                }),
+                // Its rules are those of any table (as for 0): the
+                // reference truncates such an id to 32 bits.
+                || Some(0),
             )?,
         };
         Ok(Conf {
@@ -228,13 +238,26 @@ mod tests {
     }
 
     #[test]
-    fn del_removes_the_rules_of_a_refused_table() {
-        let del = |j: &str| Conf::from_slice(j.as_bytes(), ParseFor::Del).map(|c| c.table);
-        assert_eq!(del(r#"{"table":0}"#).unwrap(), Some(0));
-        assert_eq!(del(r#"{"table":254}"#).unwrap(), Some(254));
-        assert_eq!(del(r#"{"table":-5}"#).unwrap(), Some(0));
-        assert_eq!(del(r#"{"table":100}"#).unwrap(), Some(100));
-        assert!(del(r#"{"table":"100"}"#).is_err());
-        assert!(parse(r#"{"table":0}"#).is_err());
+    fn tables_as_the_reference_sends_them() {
+        let t = |j: &str, mode| Conf::from_slice(j.as_bytes(), mode).map(|c| c.table);
+        for mode in [ParseFor::Use, ParseFor::Del] {
+            assert_eq!(t(r#"{"table":0}"#, mode).unwrap(), Some(0));
+            assert_eq!(t(r#"{"table":-5}"#, mode).unwrap(), Some(0));
+            assert_eq!(t(r#"{"table":254}"#, mode).unwrap(), Some(254));
+            assert_eq!(t(r#"{"table":100}"#, mode).unwrap(), Some(100));
+            assert_eq!(t(r#"{"table":4294967295}"#, mode).unwrap(), Some(u32::MAX));
+            assert!(t(r#"{"table":"100"}"#, mode).is_err());
+        }
+        assert!(t(r#"{"table":4294967296}"#, ParseFor::Use).is_err());
+        assert_eq!(
+            t(r#"{"table":4294967296}"#, ParseFor::Del).unwrap(),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn table_zero_names_every_table() {
+        assert!(names(None, 7) && names(Some(0), 7) && names(Some(7), 7));
+        assert!(!names(Some(8), 7));
     }
 }

@@ -1,7 +1,7 @@
 //! DEL: the rules of the interface's addresses, and the tables only they
 //! used; idempotent.
 
-use crate::config::Conf;
+use crate::config::{self, Conf};
 use crate::{FIRST_TABLE, family_of, flush_table, host_net, ips_of};
 use cni_net::{IpFamily, NetNs, Netlink, Rule};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
@@ -47,7 +47,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
             let rules = nl.rules(family)?;
             let (mine, others): (Vec<&Rule>, Vec<&Rule>) = rules.iter().partition(|r| {
                 r.src.is_some_and(|s| sources.contains(&s))
-                    && table.is_none_or(|t| t == r.table)
+                    && config::names(table, r.table)
                     && !r.l3mdev
             });
             for r in &mine {
