@@ -281,3 +281,45 @@ fn par_sbr_tables_like_go() {
         ours.run(&bin("sbr"), "DEL", &conf).ok();
     }
 }
+
+/// tuning's relative `dataDir`, which ours refused: the reference makes
+/// it relative to the directory the runtime runs the plugin in. Ours and
+/// Go's, each run from a fresh directory: ADD sets the MTU and saves the
+/// original under `<dir>/<dataDir>/<cid>_eth0.json`, DEL restores it from
+/// there and removes the file.
+#[test]
+fn par_tuning_relative_data_dir_like_go() {
+    if skip_unless_root("parity::par_tuning_relative_data_dir_like_go") {
+        return;
+    }
+    let conf = json!({
+        "cniVersion": "1.0.0", "name": "parnet", "type": "tuning",
+        "mtu": 1400, "dataDir": "par-rel/state",
+        "prevResult": {
+            "cniVersion": "1.0.0",
+            "interfaces": [{"name": "eth0", "sandbox": "/x"}],
+            "ips": [{"interface": 0, "address": "10.162.20.2/24"}],
+        },
+    });
+    let [ours, theirs] = both("tuning").map(|plugin| {
+        let p = Pair::new();
+        wired(&p);
+        let cwd = rcni_tests::tempdir::TempDir::new("par-tuning");
+        let dir = cwd.path().display().to_string();
+        let run = |cmd: &str| {
+            Invocation::new(&plugin, cmd)
+                .attach("par1", &p.cont, "eth0")
+                .via(&["env", "-C", &dir])
+                .config(&conf)
+                .run()
+        };
+        let saved = cwd.path().join("par-rel/state/par1_eth0.json");
+        let add = run("ADD");
+        let after_add = (add.code == 0, mtu(&p.cont, "eth0"), saved.is_file());
+        let del = run("DEL");
+        let after_del = (del.code == 0, mtu(&p.cont, "eth0"), saved.exists());
+        ((after_add, after_del), add)
+    });
+    assert_eq!(ours.0, theirs.0, "ours {:?}, Go's {:?}", ours.1, theirs.1);
+    assert_eq!(ours.0, ((true, 1400, true), (true, 1500, false)));
+}

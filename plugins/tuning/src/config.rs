@@ -164,11 +164,12 @@ fn parse_bytes(
             .filter(|d| !d.is_empty())
             .unwrap_or_else(|| DEFAULT_DATA_DIR.to_string()),
     );
-    // Relative to whatever directory the runtime runs in: never meant.
+    // A relative one is relative to the directory the runtime runs the
+    // plugin in, as in the reference; a NUL names no file.
     let data_dir = mode.or_else(
-        if !data_dir.is_absolute() || data_dir.as_os_str().as_encoded_bytes().contains(&0) {
+        if data_dir.as_os_str().as_encoded_bytes().contains(&0) {
             Err(CniError::invalid_config(format!(
-                "dataDir {:?} is not an absolute path",
+                "dataDir {:?} contains a NUL byte",
                 data_dir.display()
             )))
         } else {
@@ -570,10 +571,13 @@ mod tests {
                 "{bad}: {e:?}"
             );
         }
+        // Relative to the runtime's directory, as in the reference.
         for rel in ["run/x", "../x", "x"] {
-            let e = parse_str(&format!(r#"{{"dataDir":"{rel}"}}"#), "").unwrap_err();
-            assert!(e.msg.contains("not an absolute path"), "{rel}: {e:?}");
+            let p = parse_str(&format!(r#"{{"dataDir":"{rel}"}}"#), "").unwrap();
+            assert_eq!(p.data_dir, PathBuf::from(rel));
         }
+        let e = parse_str(r#"{"dataDir":"/a\u0000b"}"#, "").unwrap_err();
+        assert!(e.msg.contains("NUL"), "{e:?}");
         let e = parse_str("{}", "FOO=bar").unwrap_err();
         assert_eq!(e.msg, r#"ARGS: unknown args ["FOO=bar"]"#);
         assert!(parse_str("{}", "FOO=bar;IgnoreUnknown=1").is_ok());
@@ -735,9 +739,9 @@ mod tests {
     #[test]
     fn del_goes_on_without_refused_values() {
         let del = |s: &str, a: &str| parse_bytes(s.as_bytes(), a, "n", ParseFor::Del);
-        let p = del(r#"{"dataDir":"rel/dir"}"#, "FOO=1").unwrap();
+        let p = del(r#"{"dataDir":"/a\u0000b"}"#, "FOO=1").unwrap();
         assert_eq!(p.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
-        assert!(parse_str(r#"{"dataDir":"rel/dir"}"#, "").is_err());
+        assert!(parse_str(r#"{"dataDir":"/a\u0000b"}"#, "").is_err());
         assert!(parse_str("{}", "FOO=1").is_err());
         assert!(del(r#"{"mtu":"1500"}"#, "").is_err());
     }
