@@ -1527,7 +1527,10 @@ fn hostile_firewall() {
         json!("X".repeat(29)),
         json!("-j"),
         json!("MARK\n-A INPUT -j DROP"),
-        json!("A#B"),
+        json!("a\\b"),
+        json!("a'b"),
+        json!("a\u{85}b"),
+        json!("CNI-FW-ATTACHMENTS"),
     ];
     keys.extend([
         // Any string is a backend choice (unknown = choose, as in Go).

@@ -323,3 +323,103 @@ fn par_tuning_relative_data_dir_like_go() {
     assert_eq!(ours.0, theirs.0, "ours {:?}, Go's {:?}", ours.1, theirs.1);
     assert_eq!(ours.0, ((true, 1400, true), (true, 1500, false)));
 }
+
+/// The host's iptables and ip6tables rules (`-S`) but rcni's records
+/// (chain `CNI-FW-ATTACHMENTS`, which the reference does not have).
+fn filter_rules(p: &Pair) -> String {
+    ["iptables", "ip6tables"]
+        .iter()
+        .flat_map(|tool| {
+            p.host
+                .exec_ok(tool, &["-w", "-t", "filter", "-S"])
+                .lines()
+                .filter(|l| !l.contains("CNI-FW-ATTACHMENTS"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// firewall's `iptablesAdminChainName`: a name with `#` or non-ASCII
+/// letters, which ours refused, makes the same rules in both families as
+/// the reference's (its iptables takes any name without white space, not
+/// starting with `-`/`!`, up to 28 bytes, not a target's); CHECK passes
+/// and DEL leaves the same. Names iptables refuses (white space, a leading
+/// `-`, a built-in chain, a target, the plugin's own chain, 29 bytes) fail
+/// both ways. Names the reference takes and ours still refuses: quotes
+/// and backslashes (iptables-restore, which ours writes through, reads
+/// them as quoting, so they would change the transaction's words) and
+/// the chains ours keeps state in or shares with bridge's isolation (see
+/// plugins/firewall/README.md).
+#[test]
+fn par_firewall_admin_chain_like_go() {
+    if rcni_tests::skip_unless(
+        "parity::par_firewall_admin_chain_like_go",
+        rcni_tests::FIREWALL_TOOLS,
+    ) {
+        return;
+    }
+    let conf = |chain: &str| {
+        json!({
+            "cniVersion": "1.0.0", "name": "parnet", "type": "firewall",
+            "backend": "iptables", "iptablesAdminChainName": chain,
+            "prevResult": {
+                "cniVersion": "1.0.0",
+                "interfaces": [{"name": "eth0", "sandbox": "/x"}],
+                "ips": [
+                    {"interface": 0, "address": "10.163.1.2/24"},
+                    {"interface": 0, "address": "fd63:1::2/64"},
+                ],
+            },
+        })
+    };
+    for chain in ["par#adm", "PÄR-ADM", "par%adm.v1"] {
+        let got = same_outcome("firewall", &conf(chain), |_| {}, filter_rules);
+        assert!(got.ok && got.check == Some(true), "{chain}: {got:?}");
+        assert!(
+            got.state.contains(&format!("-A CNI-FORWARD -m comment --comment \"CNI firewall plugin admin overrides\" -j {chain}")),
+            "{chain}: {}",
+            got.state
+        );
+    }
+    for chain in [
+        "par adm",
+        "-par",
+        "!par",
+        "FORWARD",
+        "INPUT",
+        "ACCEPT",
+        "CNI-FORWARD",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZ123",
+    ] {
+        for plugin in both("firewall") {
+            let p = Pair::new();
+            let out = p.run(&plugin, "ADD", &conf(chain));
+            assert_ne!(out.code, 0, "{chain} {}: {out:?}", plugin.display());
+        }
+    }
+    for chain in [
+        "par\"adm",
+        "par'adm",
+        "par\\adm",
+        "CNI-FW-ATTACHMENTS",
+        "CNI-ISOLATION-STAGE-1",
+        "CNI-ISOLATION-STAGE-2",
+    ] {
+        let [ours, go] = both("firewall");
+        let p = Pair::new();
+        let out = p.run(&ours, "ADD", &conf(chain));
+        assert_eq!(out.code, 1, "{chain}: {out:?}");
+        assert!(
+            out.err()["msg"]
+                .as_str()
+                .unwrap()
+                .contains("iptablesAdminChainName"),
+            "{chain}: {out:?}"
+        );
+        assert_eq!(p.run(&ours, "DEL", &conf(chain)).code, 0, "{chain}");
+        let p = Pair::new();
+        p.run(&go, "ADD", &conf(chain)).ok();
+    }
+}

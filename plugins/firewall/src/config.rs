@@ -91,7 +91,9 @@ struct Raw {
 }
 
 /// The chain names the plugin itself uses or iptables reserves: an admin
-/// chain of one of these names would loop, or could not be created.
+/// chain of one of these names would loop, could not be created, or (the
+/// records' and the isolation chains, which the reference takes) would
+/// send every forwarded packet through rcni's state or bridge isolation.
 const RESERVED_CHAINS: &[&str] = &[
     "INPUT",
     "FORWARD",
@@ -107,13 +109,17 @@ const RESERVED_CHAINS: &[&str] = &[
     crate::ipt::STAGE2_CHAIN,
 ];
 
+/// What the reference's iptables takes as a chain name (at most 28 bytes,
+/// no white space, no leading `-` or `!`), less what iptables-restore,
+/// which ours writes through, would not read as one word (quotes and
+/// backslashes quote and escape there) and control characters.
 fn valid_chain_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= cni_fw::hash::MAX_CHAIN_LEN
         && !name.starts_with(['-', '!'])
         && name
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && !b"\"'\\#".contains(&b))
+            .chars()
+            .all(|c| !c.is_whitespace() && !c.is_control() && !"\"'\\".contains(c))
         && !RESERVED_CHAINS.contains(&name)
 }
 
@@ -134,7 +140,7 @@ pub fn parse(stdin: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
         Some(s) if valid_chain_name(&s) => s,
         Some(s) => mode.or_else(
             Err(CniError::invalid_config(format!(
-                "invalid iptablesAdminChainName {s:?}: must be an iptables chain name of 1-28 printable characters without quotes or '#', not starting with '-' or '!', and not one of the built-in or the plugin's own chains"
+                "invalid iptablesAdminChainName {s:?}: must be an iptables chain name of 1-28 bytes without white space, control characters, quotes or backslashes, not starting with '-' or '!', and not one of the built-in or the plugin's own chains"
             ))),
             || DEFAULT_ADMIN_CHAIN.to_string(),
         )?,
@@ -257,11 +263,22 @@ mod tests {
             "-j",
             "a b",
             "x\"y",
-            "a#b",
+            "x'y",
+            "x\\y",
+            "a\u{a0}b",
+            "a\u{1}b",
+            "CNI-FW-ATTACHMENTS",
             "ABCDEFGHIJKLMNOPQRSTUVWXYZ123",
         ] {
-            let e = conf(&format!(r#","iptablesAdminChainName":{bad:?}"#)).unwrap_err();
+            let json = serde_json::to_string(bad).unwrap();
+            let e = conf(&format!(r#","iptablesAdminChainName":{json}"#)).unwrap_err();
             assert!(e.msg.contains("iptablesAdminChainName"), "{bad}: {}", e.msg);
+        }
+        // What the reference's iptables takes, and iptables-restore reads
+        // as one word.
+        for good in ["a#b", "PÄR-ADM", "x%y.z"] {
+            let c = conf(&format!(r#","iptablesAdminChainName":{good:?}"#)).unwrap();
+            assert_eq!(c.admin_chain, good);
         }
         assert!(
             conf(r#","firewalldZone":7"#)
