@@ -28,14 +28,11 @@ use cni_alloc as _;
 
 pub mod conntrack;
 mod error;
-pub mod iface;
 pub mod iptables_nft;
-pub mod link_plugin;
 pub mod netns;
 pub mod nf_tables;
 pub(crate) mod nl;
 pub mod process;
-pub mod rollback;
 pub mod route_get;
 pub mod rtnl;
 pub mod sysctl;

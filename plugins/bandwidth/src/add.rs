@@ -4,8 +4,8 @@
 
 use crate::config::{self, Conf};
 use crate::{host, ifb};
-use cni_net::rollback::Rollback;
 use cni_net::{Link, Netlink, tc};
+use cni_plugin::rollback::Rollback;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Interface, Output};
 
 pub fn add(args: &CmdArgs) -> CmdResult {

@@ -9,9 +9,9 @@
 use crate::config::{self, Conf};
 use cni_fw::masq::{self, Attachment};
 use cni_net::bridge_vlan::PortVlan;
-use cni_net::iface::{self, VethPair, VethSetup};
-use cni_net::rollback::Rollback;
 use cni_net::{BridgeOpts, IpFamily, Link, Mac, NetNs, Netlink, sysctl};
+use cni_plugin::iface::{self, VethPair, VethSetup};
+use cni_plugin::rollback::Rollback;
 use cni_skel::delegate;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Command, Interface, Route};
 use ipnetwork::IpNetwork;

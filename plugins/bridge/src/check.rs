@@ -3,8 +3,8 @@
 //! IPAM (so L2 networks pass) and routes without a gateway match any.
 
 use crate::config;
-use cni_net::iface;
 use cni_net::{Link, NetNs, Netlink};
+use cni_plugin::iface;
 use cni_skel::delegate;
 use cni_skel::{CmdArgs, CmdResult, CniError, Command, Interface, Output};
 

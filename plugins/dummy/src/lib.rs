@@ -1,9 +1,9 @@
 //! The CNI dummy plugin: a dummy interface created inside the container,
 //! carrying the IPAM plugin's addresses (a stable address that needs no
-//! link partner). Everything but the config is `cni_net::link_plugin`.
+//! link partner). Everything but the config is `cni_plugin::link_plugin`.
 
 use cni_net::ChildKind;
-use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts, NewLink};
+use cni_plugin::link_plugin::{self, Addressing, Ctx, Expect, L3Opts, NewLink};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, Plugin};
 
 /// dummy reads no key of its own; `ipam` is required.

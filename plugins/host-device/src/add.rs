@@ -6,7 +6,7 @@ use crate::hostside::{self, HostSide};
 use crate::identity::Identity;
 use crate::sysfs::Sysfs;
 use cni_net::Link;
-use cni_net::link_plugin::{self, Addressing, Ctx, L3Opts};
+use cni_plugin::link_plugin::{self, Addressing, Ctx, L3Opts};
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Interface, Output, delegate};
 
 pub fn add(args: &CmdArgs, sys: &Sysfs) -> CmdResult {

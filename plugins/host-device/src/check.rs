@@ -3,7 +3,7 @@
 use crate::config;
 use crate::device::dpdk;
 use crate::sysfs::Sysfs;
-use cni_net::link_plugin::{self, Ctx, Expect};
+use cni_plugin::link_plugin::{self, Ctx, Expect};
 use cni_skel::{CmdArgs, CmdResult, CniError, Command, Output, delegate};
 
 pub fn check(args: &CmdArgs, sys: &Sysfs) -> CmdResult {

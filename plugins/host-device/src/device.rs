@@ -4,8 +4,8 @@
 use crate::config::{Conf, Selector};
 use crate::hostside::HostSide;
 use crate::sysfs::Sysfs;
-use cni_net::link_plugin::Ctx;
 use cni_net::{Link, NetNs, Netlink};
+use cni_plugin::link_plugin::Ctx;
 use cni_skel::CniError;
 
 /// The host device the config names.

@@ -3,7 +3,7 @@
 use crate::config;
 use crate::hostside::{self, HostSide};
 use crate::sysfs::Sysfs;
-use cni_net::link_plugin;
+use cni_plugin::link_plugin;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// GC: the saved host-side state of attachments that are gone, then what

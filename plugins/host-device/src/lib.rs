@@ -5,7 +5,7 @@
 //! addresses, routes) is saved at ADD and put back at DEL ([`hostside`]),
 //! with what the container cannot change about the device ([`identity`]):
 //! DEL moves back that device, whatever it is named, and nothing else.
-//! Addressing, undo, CHECK are `cni_net::link_plugin`'s.
+//! Addressing, undo, CHECK are `cni_plugin::link_plugin`'s.
 
 pub mod add;
 pub mod check;
@@ -17,7 +17,7 @@ pub mod hostside;
 pub mod identity;
 pub mod sysfs;
 
-use cni_net::link_plugin;
+use cni_plugin::link_plugin;
 use cni_skel::{CmdArgs, CmdResult, Output, Plugin};
 use std::process::ExitCode;
 use sysfs::Sysfs;

@@ -1,8 +1,8 @@
 //! The ipvlan network config: every key typed and checked before anything
 //! is touched; the parent is found from it once the namespace is open.
 
-use cni_net::link_plugin::{ChildConf, Ctx};
 use cni_net::{ChildKind, IpvlanMode};
+use cni_plugin::link_plugin::{ChildConf, Ctx};
 use cni_skel::{CmdArgs, CniError, CniResult};
 use serde::Deserialize;
 

@@ -2,11 +2,11 @@
 //! single interface of a previous result, else the interface of the
 //! default route), created straight into the container; usable as a
 //! chained plugin on a previous result's addresses. Everything but the
-//! config and the link kind is `cni_net::link_plugin`.
+//! config and the link kind is `cni_plugin::link_plugin`.
 
 pub mod config;
 
-use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
+use cni_plugin::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, Plugin};
 use config::{Raw, load};
 

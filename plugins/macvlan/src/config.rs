@@ -1,8 +1,8 @@
 //! The macvlan network config: every key of the reference (v1.9.1), typed
 //! and checked before anything is touched.
 
-use cni_net::link_plugin::ChildConf;
 use cni_net::{ChildKind, MacvlanMode};
+use cni_plugin::link_plugin::ChildConf;
 use cni_skel::{CmdArgs, CniError, ParseFor};
 use serde::Deserialize;
 

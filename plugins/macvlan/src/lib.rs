@@ -1,10 +1,10 @@
 //! The CNI macvlan plugin: a macvlan child of `master` (by default the
 //! interface of the default route), created straight into the container.
-//! Everything but the config and the link kind is `cni_net::link_plugin`.
+//! Everything but the config and the link kind is `cni_plugin::link_plugin`.
 
 pub mod config;
 
-use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
+use cni_plugin::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
 use cni_skel::{CmdArgs, CmdResult, Output, Plugin};
 
 /// The plugin.

@@ -6,9 +6,9 @@
 
 use crate::config::{self, MIN_MTU_V6, PtpConf};
 use cni_fw::masq::{self, Attachment, Backend};
-use cni_net::iface::{self, VethPair, VethSetup};
-use cni_net::rollback::Rollback;
 use cni_net::{AddrFlags, Link, NetNs, Netlink, Route, scope};
+use cni_plugin::iface::{self, VethPair, VethSetup};
+use cni_plugin::rollback::Rollback;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Command, Interface, Output, delegate};
 use ipnetwork::IpNetwork;
 use std::net::IpAddr;

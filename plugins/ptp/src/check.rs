@@ -6,7 +6,8 @@
 use crate::add::{host_net, subnet};
 use crate::config;
 use cni_fw::masq::{self, Attachment, Backend};
-use cni_net::{IpFamily, NetNs, Netlink, iface, scope};
+use cni_net::{IpFamily, NetNs, Netlink, scope};
+use cni_plugin::iface;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Command, Interface, Output, delegate};
 use ipnetwork::IpNetwork;
 

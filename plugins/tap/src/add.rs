@@ -4,9 +4,9 @@
 
 use crate::config::{self, TapConf};
 use crate::selinux;
-use cni_net::link_plugin::{self, Addressing, Ctx, L3Opts};
 use cni_net::tuntap::{TapOpts, create_persistent_tap};
 use cni_net::{Link, Netlink};
+use cni_plugin::link_plugin::{self, Addressing, Ctx, L3Opts};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// Creates `CNI_IFNAME` as a persistent tap in the container, down, with

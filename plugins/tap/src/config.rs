@@ -1,7 +1,8 @@
 //! The tap network config: every key typed and checked before anything
 //! is created.
 
-use cni_net::{Mac, link_plugin};
+use cni_net::Mac;
+use cni_plugin::link_plugin;
 use cni_skel::args::CniArgs;
 use cni_skel::{CmdArgs, CniError, Dns, ParseFor};
 use serde::Deserialize;

@@ -11,7 +11,7 @@ pub mod add;
 pub mod config;
 pub mod selinux;
 
-use cni_net::link_plugin::{self, Ctx, Expect};
+use cni_plugin::link_plugin::{self, Ctx, Expect};
 use cni_skel::{CmdArgs, CmdResult, Output, ParseFor, Plugin};
 
 /// The plugin.

@@ -2,7 +2,7 @@
 //! is touched.
 
 use cni_net::ChildKind;
-use cni_net::link_plugin::ChildConf;
+use cni_plugin::link_plugin::ChildConf;
 use cni_skel::{CmdArgs, CniError, ParseFor};
 use serde::Deserialize;
 

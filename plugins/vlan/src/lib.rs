@@ -1,10 +1,10 @@
 //! The CNI vlan plugin: an 802.1Q sub-interface (`vlanId`) of `master`,
 //! created straight into the container. Everything but the config and the
-//! link kind is `cni_net::link_plugin`.
+//! link kind is `cni_plugin::link_plugin`.
 
 pub mod config;
 
-use cni_net::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
+use cni_plugin::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, Plugin};
 use config::load;
 

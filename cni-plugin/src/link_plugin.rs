@@ -10,7 +10,7 @@
 
 use crate::iface::{check_addresses, check_routes, configure_iface_with, random_veth_name};
 use crate::rollback::Rollback;
-use crate::{ChildKind, ChildOpts, IpFamily, Link, Mac, NetNs, Netlink, sysctl};
+use cni_net::{ChildKind, ChildOpts, IpFamily, Link, Mac, NetNs, Netlink, sysctl};
 use cni_skel::error::code;
 use cni_skel::{CmdArgs, CniError, CniResult, Command, Dns, Interface, NetConf, delegate};
 
@@ -351,8 +351,9 @@ fn create_in_container(args: &CmdArgs, cx: &Ctx, new: &NewLink<'_>) -> Result<Li
             ns: (!new.in_container).then_some(&cx.ns),
         })
     };
-    let failed =
-        |e: crate::NetError| CniError::internal(format!("failed to create {what}: {}", e.reason()));
+    let failed = |e: cni_net::NetError| {
+        CniError::internal(format!("failed to create {what}: {}", e.reason()))
+    };
     match create(ifname) {
         Ok(()) => return Ok(cx.ns_nl.must_link(ifname)?),
         Err(e) if e.is_exists() => {
@@ -478,7 +479,7 @@ pub fn del_of_kind(args: &CmdArgs, ipam: bool, kind: Option<&str>) -> Result<(),
 }
 
 fn del_in(path: &std::path::Path, ifname: &str, kind: Option<&str>) -> Result<(), CniError> {
-    let del = |nl: Netlink| -> Result<(), crate::NetError> {
+    let del = |nl: Netlink| -> Result<(), cni_net::NetError> {
         match nl.link_by_name(ifname)? {
             Some(l) if kind.is_none_or(|k| l.kind == k) => nl.del_link(&l),
             Some(l) => {
@@ -654,7 +655,7 @@ pub fn gc(args: &CmdArgs) -> Result<(), CniError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{IpvlanMode, MacvlanMode};
+    use cni_net::{IpvlanMode, MacvlanMode};
 
     #[test]
     fn mtu_range_is_the_parents() {

@@ -3,7 +3,7 @@
 //! `ConfigureIface`), forwarding sysctls, and CHECK's comparison of a
 //! `prevResult` with the kernel.
 
-use crate::{IpFamily, Link, Mac, NetError, NetNs, Netlink, Route, sysctl};
+use cni_net::{IpFamily, Link, Mac, NetError, NetNs, Netlink, Route, sysctl};
 use cni_skel::{CniError, CniResult};
 use ipnetwork::IpNetwork;
 use std::net::IpAddr;
@@ -82,7 +82,7 @@ pub fn setup_veth_host_up(
     let mut last_err = None;
     for _ in 0..VETH_NAME_TRIES {
         let host_name = random_veth_name()?;
-        let created = host_nl.create_veth(&crate::VethOpts {
+        let created = host_nl.create_veth(&cni_net::VethOpts {
             name: &host_name,
             peer_name: opts.ifname,
             peer_ns: Some(ns),
