@@ -345,6 +345,20 @@ impl<'t> Edit<'t> {
     }
 }
 
+/// Whether `name` is a chain name that iptables takes (at most 28 bytes,
+/// no white space, not starting with `-` or `!`; the reference passes
+/// such names to iptables as they are) and that iptables-restore, which
+/// rcni writes through, reads as one word: no quotes or backslashes
+/// (its quoting and escapes) and no control characters.
+pub fn is_chain_word(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= crate::hash::MAX_CHAIN_LEN
+        && !name.starts_with(['-', '!'])
+        && name
+            .chars()
+            .all(|c| !c.is_whitespace() && !c.is_control() && !"\"'\\".contains(c))
+}
+
 /// Quotes a comment the way `iptables-save` prints it, so that the rules we
 /// write read back byte for byte: the same escaping as Go's `%q` gives the
 /// strings we quote.
@@ -400,6 +414,28 @@ mod tests {
             ]
         );
         assert!(e.has_rule("CNI-Y", "-j RETURN"));
+    }
+
+    #[test]
+    fn chain_words() {
+        for ok in ["KUBE-MARK-MASQ", "a#b", "PÄR-ADM", "x;y", &"X".repeat(28)] {
+            assert!(is_chain_word(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "a b",
+            "a\tb",
+            "a\u{a0}b",
+            "a\u{1}b",
+            "-x",
+            "!x",
+            "a\"b",
+            "a'b",
+            "a\\b",
+            &"X".repeat(29),
+        ] {
+            assert!(!is_chain_word(bad), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1427,7 +1427,7 @@ fn hostile_portmap() {
     let conds = vec![
         json!(["-s", "1.2.3.4\n-A INPUT -j DROP"]),
         json!(["ip saddr 1.2.3.4 ; flush ruleset"]),
-        json!(["-s", "1.2.3.4", "#"]),
+        json!(["ip", "saddr", "1.2.3.4", "#"]),
         json!(["-s", ""]),
         json!([5]),
         json!(["-s", "a\u{0}"]),
@@ -1444,6 +1444,8 @@ fn hostile_portmap() {
             vec![
                 json!("bad name"),
                 json!("a\"b"),
+                json!("a\\b"),
+                json!("-j"),
                 json!("X".repeat(29)),
                 json!(""),
                 json!("MARK\n-A INPUT -j DROP"),

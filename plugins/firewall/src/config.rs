@@ -109,18 +109,8 @@ const RESERVED_CHAINS: &[&str] = &[
     crate::ipt::STAGE2_CHAIN,
 ];
 
-/// What the reference's iptables takes as a chain name (at most 28 bytes,
-/// no white space, no leading `-` or `!`), less what iptables-restore,
-/// which ours writes through, would not read as one word (quotes and
-/// backslashes quote and escape there) and control characters.
 fn valid_chain_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= cni_fw::hash::MAX_CHAIN_LEN
-        && !name.starts_with(['-', '!'])
-        && name
-            .chars()
-            .all(|c| !c.is_whitespace() && !c.is_control() && !"\"'\\".contains(c))
-        && !RESERVED_CHAINS.contains(&name)
+    cni_fw::iptables::is_chain_word(name) && !RESERVED_CHAINS.contains(&name)
 }
 
 /// Parses and validates the config (not `prevResult`) for `mode`: DEL,

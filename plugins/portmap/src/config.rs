@@ -250,17 +250,12 @@ pub fn parse_for(stdin: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
     let external_set_mark_chain = match raw.external_set_mark_chain {
         None => None,
         Some(chain) => {
-            let ok = !chain.is_empty()
-                && chain.len() <= 28
-                && chain
-                    .chars()
-                    .all(|c| c.is_ascii_graphic() && c != '"' && c != '\'' && c != '\\');
             mode.or_else(
-                if ok {
+                if cni_fw::iptables::is_chain_word(&chain) {
                     Ok(Some(chain))
                 } else {
                     Err(bad(format!(
-                        "invalid externalSetMarkChain {chain:?}: must be an iptables chain name (1-28 printable characters, no quotes)"
+                        "invalid externalSetMarkChain {chain:?}: must be an iptables chain name (1-28 bytes without white space, control characters, quotes or backslashes, not starting with '-' or '!')"
                     )))
                 },
                 || None,
@@ -287,13 +282,15 @@ pub fn parse_for(stdin: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
         ("conditionsV6", &mut conf.conditions_v6),
     ] {
         // Tokens go into an iptables-restore line or an nft script: nothing
-        // may end the line, start a new command or comment out the rest.
-        let checked = match conds
-            .iter()
-            .find(|t| t.is_empty() || t.contains(['\n', '\r', '\0', ';', '#']))
-        {
+        // may end the line, or (nft) start a new command or comment out
+        // the rest; iptables-restore reads ';' and '#' in a word as text.
+        let forbidden: &[char] = match conditions_backend(conds) {
+            Some(Backend::Iptables) => &['\n', '\r', '\0'],
+            _ => &['\n', '\r', '\0', ';', '#'],
+        };
+        let checked = match conds.iter().find(|t| t.is_empty() || t.contains(forbidden)) {
             Some(t) => Err(bad(format!(
-                "invalid {key} token {t:?}: tokens must be non-empty and must not contain newlines, ';' or '#'"
+                "invalid {key} token {t:?}: tokens must be non-empty and must not contain newlines, nor ';' or '#' in nft syntax"
             ))),
             None => Ok(std::mem::take(conds)),
         };
@@ -515,6 +512,9 @@ mod tests {
         assert!(c.check_backend(Backend::Iptables).is_ok());
         assert!(c.check_backend(Backend::Nftables).is_err());
         assert!(conf(r#","conditionsV4":["-s","1.2.3.4\n-A X"]"#).is_err());
+        // ';' and '#' are text to iptables-restore, not to nft.
+        assert!(conf(r##","conditionsV4":["-m","comment","--comment","a;#b"]"##).is_ok());
+        assert!(conf(r##","conditionsV4":["ip","saddr","1.2.3.4","#"]"##).is_err());
         assert!(
             conf(r#","backend":"nftables","conditionsV4":["ip saddr 1.2.3.4 ; flush ruleset"]"#)
                 .is_err()
@@ -546,6 +546,14 @@ mod tests {
         );
         assert!(conf(r#","externalSetMarkChain":"bad name""#).is_err());
         assert!(conf(r#","externalSetMarkChain":"KUBE-MARK-MASQ""#).is_ok());
+        // What the reference's iptables takes, one word to iptables-restore.
+        assert!(conf(r##","externalSetMarkChain":"PÄR#MARK""##).is_ok());
+        for bad in [r#""-x""#, r#""a\"b""#, r#""a\\b""#] {
+            assert!(
+                conf(&format!(r#","externalSetMarkChain":{bad}"#)).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
