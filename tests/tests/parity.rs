@@ -189,6 +189,19 @@ fn wired(p: &Pair) {
     p.host.exec_ok("ip", &["link", "set", "peth0", "up"]);
 }
 
+/// A prevResult of the container's `eth0` with `addrs` (CIDR).
+fn prev_result(addrs: &[String]) -> Value {
+    let ips: Vec<Value> = addrs
+        .iter()
+        .map(|a| json!({"interface": 0, "address": a}))
+        .collect();
+    json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{"name": "eth0", "sandbox": "/x"}],
+        "ips": ips,
+    })
+}
+
 /// The container's rules, both families.
 fn rules(p: &Pair) -> String {
     format!(
@@ -239,20 +252,16 @@ fn par_sbr_tables_like_go() {
         (255, vec![v4, v6], true),
         (4294967295, vec![v4, v6], true),
     ] {
-        let prev_ips: Vec<Value> = ips
+        let addrs: Vec<String> = ips
             .iter()
             .map(|ip| {
                 let len = if ip.contains(':') { 64 } else { 24 };
-                json!({"interface": 0, "address": format!("{ip}/{len}")})
+                format!("{ip}/{len}")
             })
             .collect();
         let conf = json!({
             "cniVersion": "1.0.0", "name": "parnet", "type": "sbr", "table": table,
-            "prevResult": {
-                "cniVersion": "1.0.0",
-                "interfaces": [{"name": "eth0", "sandbox": "/x"}],
-                "ips": prev_ips,
-            },
+            "prevResult": prev_result(&addrs),
         });
         let ours = Pair::new();
         wired(&ours);
@@ -295,11 +304,7 @@ fn par_tuning_relative_data_dir_like_go() {
     let conf = json!({
         "cniVersion": "1.0.0", "name": "parnet", "type": "tuning",
         "mtu": 1400, "dataDir": "par-rel/state",
-        "prevResult": {
-            "cniVersion": "1.0.0",
-            "interfaces": [{"name": "eth0", "sandbox": "/x"}],
-            "ips": [{"interface": 0, "address": "10.162.20.2/24"}],
-        },
+        "prevResult": prev_result(&["10.162.20.2/24".into()]),
     });
     let [ours, theirs] = both("tuning").map(|plugin| {
         let p = Pair::new();
@@ -364,14 +369,7 @@ fn par_firewall_admin_chain_like_go() {
         json!({
             "cniVersion": "1.0.0", "name": "parnet", "type": "firewall",
             "backend": "iptables", "iptablesAdminChainName": chain,
-            "prevResult": {
-                "cniVersion": "1.0.0",
-                "interfaces": [{"name": "eth0", "sandbox": "/x"}],
-                "ips": [
-                    {"interface": 0, "address": "10.163.1.2/24"},
-                    {"interface": 0, "address": "fd63:1::2/64"},
-                ],
-            },
+            "prevResult": prev_result(&["10.163.1.2/24".into(), "fd63:1::2/64".into()]),
         })
     };
     for chain in ["par#adm", "PÄR-ADM", "par%adm.v1"] {
@@ -472,14 +470,7 @@ fn par_portmap_chain_and_tokens_like_go() {
             "runtimeConfig": {"portMappings": [
                 {"hostPort": 18162, "containerPort": 80, "protocol": "tcp"},
             ]},
-            "prevResult": {
-                "cniVersion": "1.0.0",
-                "interfaces": [{"name": "eth0", "sandbox": "/x"}],
-                "ips": [
-                    {"interface": 0, "address": "10.162.10.2/24"},
-                    {"interface": 0, "address": "fd62:10::2/64"},
-                ],
-            },
+            "prevResult": prev_result(&["10.162.10.2/24".into(), "fd62:10::2/64".into()]),
         });
         for (k, v) in extra.as_object().unwrap() {
             c[k] = v.clone();
