@@ -48,37 +48,6 @@ pub use rtnl::{
     bridge_vlan, scope, tc, veth_mtu,
 };
 
+// The tests' skips and feature ledger, shared with the integration tests.
 #[cfg(test)]
-pub(crate) mod testutil {
-    /// True when running as root.
-    pub fn is_root() -> bool {
-        nix::unistd::geteuid().is_root()
-    }
-
-    /// Prints a visible skip line and returns true when not root. The line
-    /// goes straight to stderr: libtest captures `eprintln!`.
-    pub fn skip_unless_root(test: &str) -> bool {
-        use std::io::Write;
-        if is_root() {
-            return false;
-        }
-        let _ = writeln!(std::io::stderr().lock(), "SKIP {test}: needs root");
-        true
-    }
-
-    /// For a test whose kernel lacks a feature the test exists to check:
-    /// prints one SKIP line, so the caller returns, except where
-    /// RCNI_REQUIRE_KERNEL_FEATURES=1 says the kernel has every feature
-    /// (scripts/vmtest sets it in its VM), where it fails the test.
-    pub fn skip_without_kernel_feature(test: &str, feature: &str) {
-        use std::io::Write;
-        assert!(
-            std::env::var_os("RCNI_REQUIRE_KERNEL_FEATURES").is_none_or(|v| v != "1"),
-            "{test}: this kernel lacks {feature} (RCNI_REQUIRE_KERNEL_FEATURES=1 requires it)"
-        );
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "SKIP {test}: this kernel lacks {feature} (scripts/vmtest runs it under one that has it)"
-        );
-    }
-}
+pub(crate) use rcni_test_support as testutil;

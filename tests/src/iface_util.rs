@@ -276,12 +276,15 @@ pub fn skip_unless_kind(test: &str, kind: &str) -> bool {
 /// For tests of a link kind this kernel may lack: true when the test
 /// cannot run here, through [`crate::skip_without_kernel_feature`] (which
 /// says so once, and fails the test where the VM runner requires every
-/// feature).
+/// feature). Either way the feature ledger learns that `test` needs the
+/// kind (rcni_test_support).
 pub fn skip_without_kind(test: &str, kind: &str) -> bool {
+    let feature = format!("{kind} links");
     if kernel_has(kind) {
+        crate::kernel_feature_present(test, &feature);
         return false;
     }
-    crate::skip_without_kernel_feature(test, &format!("{kind} links"));
+    crate::skip_without_kernel_feature(test, &feature);
     true
 }
 

@@ -35,18 +35,7 @@ pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD.decode(s).ok()
 }
 
-/// True when running as root; root tests skip otherwise.
-pub fn is_root() -> bool {
-    // The effective uid from /proc, to need no libc call.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
+pub use rcni_test_support::{is_root, kernel_feature_present, skip_without_kernel_feature};
 
 /// True when an LSM takes exec labels (`/proc/self/attr/current` is
 /// readable: the uml VM, SELinux on without policy), so tap's
@@ -113,21 +102,6 @@ pub fn skip_without_tools(test: &str, tools: &[&str]) -> bool {
 /// test that also runs `tools`.
 pub fn skip_unless(test: &str, tools: &[&str]) -> bool {
     skip_unless_root(test) || skip_without_tools(test, tools)
-}
-
-/// For a test whose kernel lacks a feature the test exists to check (VLAN
-/// filtering on bridges, a link kind): prints one SKIP line, so the caller
-/// returns, except where RCNI_REQUIRE_KERNEL_FEATURES=1 says the kernel has
-/// every feature (scripts/vmtest sets it in its VM), where it fails the test.
-pub fn skip_without_kernel_feature(test: &str, feature: &str) {
-    assert!(
-        std::env::var_os("RCNI_REQUIRE_KERNEL_FEATURES").is_none_or(|v| v != "1"),
-        "{test}: this kernel lacks {feature} (RCNI_REQUIRE_KERNEL_FEATURES=1 requires it)"
-    );
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIP {test}: this kernel lacks {feature} (scripts/vmtest runs it under one that has it)"
-    );
 }
 
 /// The directory holding the workspace's built binaries (`target/<profile>`).

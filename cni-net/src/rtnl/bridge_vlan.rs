@@ -294,7 +294,13 @@ mod tests {
             up: true,
             ..Default::default()
         }) {
-            Ok(br) => br,
+            Ok(br) => {
+                crate::testutil::kernel_feature_present(
+                    "rtnl::bridge_vlan::vlans_on_a_filtering_bridge",
+                    "VLAN filtering on bridges",
+                );
+                br
+            }
             // A kernel without CONFIG_BRIDGE_VLAN_FILTERING.
             Err(e) if e.raw_errno() == Some(nix::errno::Errno::EOPNOTSUPP as i32) => {
                 crate::testutil::skip_without_kernel_feature(

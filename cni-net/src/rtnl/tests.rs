@@ -1239,7 +1239,13 @@ fn vrf_create_enslave_list_delete() {
     let ns = NetNs::new_anonymous().unwrap();
     let nl = Netlink::for_ns(&ns).unwrap();
     let vrf = match nl.create_vrf("red", 1001) {
-        Ok(v) => v,
+        Ok(v) => {
+            crate::testutil::kernel_feature_present(
+                "rtnl::vrf_create_enslave_list_delete",
+                "vrf links",
+            );
+            v
+        }
         // A kernel without CONFIG_NET_VRF: "Unknown device type".
         Err(e) if e.raw_errno() == Some(nix::errno::Errno::EOPNOTSUPP as i32) => {
             crate::testutil::skip_without_kernel_feature(
