@@ -554,3 +554,42 @@ fn chain_check_after_bridge() {
         "the VRF outlived DEL"
     );
 }
+
+/// The kernel's tables 253-255, which the reference takes (it creates the
+/// VRF there) and ours still refuses, changing nothing: v1.9.1 then
+/// re-adds the interface's routes, its default route included, into that
+/// table, and each of the three is consulted for every packet of the
+/// namespace, not only the VRF's (local first, main, then default for
+/// what main does not route), so the VRF's default route would capture
+/// the namespace's own traffic (plugins/vrf/README.md). Side by side with
+/// Debian's v1.1.1 in an identical container: its ADD succeeds, the VRF
+/// on that table.
+#[test]
+fn par_reserved_tables_refused_where_go_takes_them() {
+    if skip("par_reserved_tables_refused_where_go_takes_them") {
+        return;
+    }
+    let go = go_bin("vrf").expect("Go vrf: scripts/test-deps installs it");
+    for table in [253u64, 254, 255] {
+        let mut c = Ctr::new();
+        c.wire("eth0", 9);
+        let conf = c.conf("1.0.0", "eth0", 9, json!({"table": table}));
+        let before = c.state();
+        let e = c.run("ADD", "eth0", &conf).err();
+        assert!(
+            e["msg"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("table {table}")),
+            "{e}"
+        );
+        assert_eq!(c.state(), before, "table {table}");
+        c.run("DEL", "eth0", &conf).ok();
+        let mut theirs = Ctr::new();
+        theirs.wire("eth0", 9);
+        let conf = theirs.conf("1.0.0", "eth0", 9, json!({"table": table}));
+        theirs.run_with(&go, "ADD", "eth0", &conf).ok();
+        assert_eq!(theirs.vrf_table("red"), table);
+        assert_eq!(theirs.master("eth0").as_deref(), Some("red"));
+    }
+}
