@@ -453,8 +453,9 @@ fn wired_with_chains(p: &Pair, chains: &[&str]) {
 /// the same nat rules of both families as the reference's (Debian's
 /// v1.1.1 passes both to iptables as arguments), CHECK passes, DEL leaves
 /// the same. Still refused by ours where the reference takes them: a
-/// chain name with a quote (iptables-restore's quoting) and a condition
-/// with a newline (it would end iptables-restore's line).
+/// chain name with a quote (iptables-restore's quoting), a condition
+/// with a newline (it would end iptables-restore's line) and a `hostIP`
+/// that is no address (see plugins/portmap/README.md).
 #[test]
 fn par_portmap_chain_and_tokens_like_go() {
     if rcni_tests::skip_unless(
@@ -503,6 +504,14 @@ fn par_portmap_chain_and_tokens_like_go() {
     for extra in [
         json!({"externalSetMarkChain": "PAR\"MARK"}),
         json!({"conditionsV4": ["-m", "comment", "--comment", "par\n4"]}),
+        // Go takes it for IPv6 and drops the mapping of an IPv4-only
+        // container.
+        json!({
+            "runtimeConfig": {"portMappings": [
+                {"hostPort": 18162, "containerPort": 80, "protocol": "tcp", "hostIP": "nope"},
+            ]},
+            "prevResult": prev_result(&["10.162.10.2/24".into()]),
+        }),
     ] {
         let [ours, go] = both("portmap");
         let p = Pair::new();
