@@ -3,39 +3,30 @@
 
 use crate::exec::{self, ToolError};
 
-/// The address family of a netfilter operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// IPv4 (`iptables`).
-    V4,
-    /// IPv6 (`ip6tables`).
-    V6,
+/// The address family of a netfilter operation: the one family type of
+/// the workspace (`cni-net`'s, which routes and addresses use too), so a
+/// plugin passes what it has without converting.
+pub use cni_net::IpFamily as Family;
+
+/// `family`'s `iptables-save`.
+fn save_cmd(family: Family) -> &'static str {
+    match family {
+        Family::V4 => "iptables-save",
+        Family::V6 => "ip6tables-save",
+    }
 }
 
-impl Family {
-    /// The family of an address.
-    pub fn of(ip: std::net::IpAddr) -> Family {
-        if ip.is_ipv4() { Family::V4 } else { Family::V6 }
-    }
-
-    fn save_cmd(self) -> &'static str {
-        match self {
-            Family::V4 => "iptables-save",
-            Family::V6 => "ip6tables-save",
-        }
-    }
-
-    fn restore_cmd(self) -> &'static str {
-        match self {
-            Family::V4 => "iptables-restore",
-            Family::V6 => "ip6tables-restore",
-        }
+/// `family`'s `iptables-restore`.
+fn restore_cmd(family: Family) -> &'static str {
+    match family {
+        Family::V4 => "iptables-restore",
+        Family::V6 => "ip6tables-restore",
     }
 }
 
 /// True when the iptables tools for `family` are installed.
 pub fn usable(family: Family) -> bool {
-    exec::on_path(family.save_cmd()) && exec::on_path(family.restore_cmd())
+    exec::on_path(save_cmd(family)) && exec::on_path(restore_cmd(family))
 }
 
 /// True when the `iptables-restore` for `family` on `PATH` is the nf_tables
@@ -43,7 +34,7 @@ pub fn usable(family: Family) -> bool {
 /// tables and chains are then nf_tables objects of the same names, which can
 /// be inspected over netlink without running a tool.
 pub fn is_nft_variant(family: Family) -> bool {
-    exec::which(family.restore_cmd())
+    exec::which(restore_cmd(family))
         .and_then(|p| std::fs::canonicalize(p).ok())
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().contains("nft")))
         .unwrap_or(false)
@@ -58,12 +49,8 @@ pub fn chain_surely_absent(family: Family, table: &str, chain: &str) -> bool {
     if !is_nft_variant(family) {
         return false;
     }
-    let fam = match family {
-        Family::V4 => cni_net::IpFamily::V4,
-        Family::V6 => cni_net::IpFamily::V6,
-    };
     matches!(
-        cni_net::nf_tables::chain_exists(fam, table, chain),
+        crate::nf_tables::chain_exists(family, table, chain),
         Ok(false)
     )
 }
@@ -75,21 +62,17 @@ pub fn nft_rules(
     family: Family,
     table: &str,
     chain: &str,
-) -> Option<Vec<cni_net::nf_tables::RuleSummary>> {
+) -> Option<Vec<crate::nf_tables::RuleSummary>> {
     if !is_nft_variant(family) {
         return None;
     }
-    let fam = match family {
-        Family::V4 => cni_net::IpFamily::V4,
-        Family::V6 => cni_net::IpFamily::V6,
-    };
-    cni_net::nf_tables::NfTables::open(fam)
+    crate::nf_tables::NfTables::open(family)
         .and_then(|mut t| t.chain_rules(table, chain))
         .ok()
 }
 
 /// A rule as [`nft_rules`] reads it.
-pub use cni_net::nf_tables::RuleSummary;
+pub use crate::nf_tables::RuleSummary;
 
 /// Deletes `rules` (family, chain, handle as [`nft_rules`] read it) of the
 /// tables named `table` over netlink, every family in one transaction,
@@ -97,21 +80,15 @@ pub use cni_net::nf_tables::RuleSummary;
 /// deleted) unless iptables is the nf_tables variant in each family and
 /// every rule was still there.
 pub fn nft_delete(table: &str, rules: &[(Family, &str, u64)]) -> bool {
-    use cni_net::nf_tables::NfFamily;
+    use crate::nf_tables::NfFamily;
     if rules.iter().any(|(f, _, _)| !is_nft_variant(*f)) {
         return false;
     }
     let rules: Vec<(NfFamily, &str, u64)> = rules
         .iter()
-        .map(|(f, chain, handle)| {
-            let fam = match f {
-                Family::V4 => NfFamily::Ip,
-                Family::V6 => NfFamily::Ip6,
-            };
-            (fam, *chain, *handle)
-        })
+        .map(|(f, chain, handle)| (NfFamily::from(*f), *chain, *handle))
         .collect();
-    match cni_net::nf_tables::NfTables::open(NfFamily::Inet)
+    match crate::nf_tables::NfTables::open(NfFamily::Inet)
         .and_then(|mut t| t.delete_rules(table, &rules))
     {
         Ok(()) => true,
@@ -125,10 +102,8 @@ pub fn nft_delete(table: &str, rules: &[(Family, &str, u64)]) -> bool {
     }
 }
 
-/// The family of an [`XtRule`].
-pub use cni_net::IpFamily;
 /// A rule for [`nft_append`].
-pub use cni_net::iptables_nft::{CT_ESTABLISHED, CT_RELATED, XtMatch, XtRule};
+pub use crate::iptables_nft::{CT_ESTABLISHED, CT_RELATED, XtMatch, XtRule};
 
 /// Appends `rules` to `table` over netlink as iptables-nft encodes them
 /// (what `iptables-restore` with `-A <chain> <rule>` lines would add), every
@@ -136,14 +111,10 @@ pub use cni_net::iptables_nft::{CT_ESTABLISHED, CT_RELATED, XtMatch, XtRule};
 /// added; false (nothing added) unless iptables is the nf_tables variant in
 /// each family and the kernel took them all (a chain gone meanwhile).
 pub fn nft_append(table: &str, rules: &[XtRule]) -> bool {
-    let family = |f: cni_net::IpFamily| match f {
-        cni_net::IpFamily::V4 => Family::V4,
-        cni_net::IpFamily::V6 => Family::V6,
-    };
-    if rules.iter().any(|r| !is_nft_variant(family(r.family))) {
+    if rules.iter().any(|r| !is_nft_variant(r.family)) {
         return false;
     }
-    match cni_net::iptables_nft::append_rules(table, rules) {
+    match crate::iptables_nft::append_rules(table, rules) {
         Ok(()) => true,
         Err(e) => {
             log::debug!(
@@ -161,16 +132,12 @@ pub fn nft_chain_exists(family: Family, table: &str, chain: &str) -> Option<bool
     if !is_nft_variant(family) {
         return None;
     }
-    let fam = match family {
-        Family::V4 => cni_net::IpFamily::V4,
-        Family::V6 => cni_net::IpFamily::V6,
-    };
-    cni_net::nf_tables::chain_exists(fam, table, chain).ok()
+    crate::nf_tables::chain_exists(family, table, chain).ok()
 }
 
 /// The text of an x_tables `comment` match of a rule read with
 /// [`nft_rules`] (`struct xt_comment_info`: the NUL-terminated comment).
-pub fn xt_comment(rule: &cni_net::nf_tables::RuleSummary) -> Option<String> {
+pub fn xt_comment(rule: &crate::nf_tables::RuleSummary) -> Option<String> {
     rule.xt_matches
         .iter()
         .find(|(name, _)| name == "comment")
@@ -182,7 +149,7 @@ pub fn xt_comment(rule: &cni_net::nf_tables::RuleSummary) -> Option<String> {
 
 /// The current rules of one table, as `iptables-save -t <table>` prints them.
 pub fn save(family: Family, table: &str) -> Result<Table, ToolError> {
-    exec::run(family.save_cmd(), &["-t", table], "").map(|text| Table { text })
+    exec::run(save_cmd(family), &["-t", table], "").map(|text| Table { text })
 }
 
 /// As [`save`], but an empty table without running a tool when the kernel
@@ -210,7 +177,7 @@ pub fn restore(family: Family, table: &str, lines: &[String]) -> Result<(), Tool
         payload.push('\n');
     }
     payload.push_str("COMMIT\n");
-    exec::run(family.restore_cmd(), &["--noflush", "-w"], &payload).map(|_| ())
+    exec::run(restore_cmd(family), &["--noflush", "-w"], &payload).map(|_| ())
 }
 
 /// One table's `iptables-save` output.

@@ -5,11 +5,25 @@
 //!
 //! Every change is one transaction per backend and family: one
 //! `iptables-restore --noflush` or one `nft -f -`, never a process per rule.
+//!
+//! All of the workspace's netfilter code is here: the tools' text
+//! ([`iptables`], [`nft`]) and the netlink codecs ([`nf_tables`],
+//! [`iptables_nft`], [`conntrack`]), whose requests go through
+//! `cni_net::NfSocket`. What this crate may know: netfilter's messages and
+//! tools, CNI's errors (`cni-skel`), and `cni-net`'s namespaces and
+//! socket. What it may not: sockets or system calls of its own (`unsafe`
+//! stays in `cni-net`), or a plugin's config. The address family is
+//! `cni-net`'s [`IpFamily`](cni_net::IpFamily) ([`iptables::Family`]).
 
+pub mod conntrack;
 pub mod exec;
 pub mod hash;
 pub mod iptables;
+pub mod iptables_nft;
 pub mod masq;
+mod nf_gaps;
+pub mod nf_tables;
+mod nfm;
 pub mod nft;
 pub mod spoofcheck;
 

@@ -131,7 +131,7 @@ fn joined(errors: Vec<CniError>) -> Result<(), CniError> {
 fn families(addrs: &[IpNetwork]) -> Vec<Family> {
     let mut out = Vec::new();
     for a in addrs {
-        let f = Family::of(a.ip());
+        let f = Family::of(&a.ip());
         if !out.contains(&f) {
             out.push(f);
         }
@@ -182,7 +182,7 @@ fn setup_iptables(addrs: &[IpNetwork], att: Attachment<'_>) -> Result<(), CniErr
         let mut lines = vec![format!(":{chain} - [0:0]")];
         let mine: Vec<&IpNetwork> = addrs
             .iter()
-            .filter(|a| Family::of(a.ip()) == family)
+            .filter(|a| Family::of(&a.ip()) == family)
             .collect();
         for a in &mine {
             lines.push(format!(
@@ -339,7 +339,7 @@ fn setup_nftables(addrs: &[IpNetwork], att: Attachment<'_>) -> Result<(), CniErr
 /// query instead of an `nft` run): there is then nothing to remove.
 fn nft_chain_surely_absent() -> bool {
     matches!(
-        cni_net::nf_tables::chain_exists(cni_net::nf_tables::NfFamily::Inet, NFT_TABLE, NFT_CHAIN),
+        crate::nf_tables::chain_exists(crate::nf_tables::NfFamily::Inet, NFT_TABLE, NFT_CHAIN),
         Ok(false)
     )
 }

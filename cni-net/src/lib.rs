@@ -9,6 +9,13 @@
 //! sent over a blocking socket (`nl`), without rtnetlink and tokio: one-shot
 //! processes gain nothing from an async runtime (see README).
 //!
+//! What this crate may know: the kernel's network API (namespaces,
+//! rtnetlink's links, addresses, routes, rules and tc, sysctls, sysfs,
+//! tun/tap) and its own error type, [`NetError`]. What it may not: CNI
+//! (its config, results, error codes: `cni-plugin` turns a [`NetError`]
+//! into a CNI error) and netfilter's messages (`cni-fw` encodes them and
+//! sends them through [`NfSocket`], the one netfilter thing here).
+//!
 //! ```no_run
 //! # fn main() -> Result<(), cni_net::NetError> {
 //! let ns = cni_net::NetNs::open("/run/netns/example")?;
@@ -26,12 +33,14 @@
 // dlmalloc (see cni-alloc for why).
 use cni_alloc as _;
 
-pub mod conntrack;
 mod error;
-pub mod iptables_nft;
 pub mod netns;
-pub mod nf_tables;
+pub mod nfnetlink;
 pub(crate) mod nl;
+/// Hand-built netlink messages for byte-level tests (`test-support`).
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub use nl::nfnl;
 pub mod process;
 pub mod route_get;
 pub mod rtnl;
@@ -42,6 +51,7 @@ pub mod udp;
 
 pub use error::NetError;
 pub use netns::NetNs;
+pub use nfnetlink::NfSocket;
 pub use rtnl::{
     Addr, AddrFlags, BridgeOpts, ChildKind, ChildOpts, IpFamily, IpvlanMode, Link, LinkExtras,
     MAX_IFNAME_LEN, Mac, MacvlanMode, Netlink, Route, Rule, TABLE_MAIN, VethOpts, addr_flags,

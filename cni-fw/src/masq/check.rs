@@ -41,7 +41,7 @@ fn check_iptables(addrs: &[IpNetwork], att: Attachment<'_>) -> Result<(), CniErr
                 "MASQUERADE rule in {tool} nat chain {chain}"
             )));
         }
-        for a in addrs.iter().filter(|a| Family::of(a.ip()) == family) {
+        for a in addrs.iter().filter(|a| Family::of(&a.ip()) == family) {
             let source = format!("-s {}/{} ", a.ip(), host_len(a.ip()));
             let jump = format!("-j {chain}");
             if !table

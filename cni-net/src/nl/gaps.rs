@@ -17,24 +17,10 @@
 //! - tbf: netlink-packet-route 0.34 has no `TcQdiscTbf` (no
 //!   `TcOption::Tbf`): [`TbfQopt`] is `struct tc_tbf_qopt`, sent and read
 //!   through `TcOption::Other`.
-//! - nf_tables expressions netlink-packet-netfilter 0.4 has no type for
-//!   (its `Expressions` types bitwise, cmp, immediate, lookup, meta and
-//!   payload): the x_tables compat `match` (`NFTA_MATCH_*`, for
-//!   iptables-nft's `-m conntrack` / `-m comment`) and `counter`
-//!   (`NFTA_COUNTER_*`), sent as `Expressions::Other`; and the rule's
-//!   `NFTA_RULE_COMPAT` contents (`NFTA_RULE_COMPAT_PROTO`/`_FLAGS`; the
-//!   crate types the attribute as `Vec<DefaultNla>`). See [`xt_match`],
-//!   [`zero_counter`], [`rule_compat_no_protocol`]. Read back from a dump,
-//!   `match` and `target` (`NFTA_TARGET_*`) parse as `Expressions::Other`
-//!   of `DefaultNla`s: [`xt_name_info`].
-//! - `NlaBuffer<&'a [u8]>::value()` (netlink-packet-core 0.9) returns a
-//!   slice that borrows the `NlaBuffer`, not the `'a` bytes, so a value
-//!   found while iterating cannot outlive that step: [`attr_value`].
+//! - The netfilter ones (nf_tables expressions, x_tables compat data):
+//!   `cni-fw`'s `nf_gaps`, beside the netfilter code that uses them.
 
-use netlink_packet_core::{
-    DefaultNla, NLM_F_ACK_TLVS, NLM_F_CAPPED, Nla, NlaBuffer, NlasIterator, parse_string,
-};
-use netlink_packet_netfilter::nftables::Expressions;
+use netlink_packet_core::{DefaultNla, NLM_F_ACK_TLVS, NLM_F_CAPPED, Nla, NlaBuffer, NlasIterator};
 use netlink_packet_route::link::LinkProtoInfoBridge;
 
 /// `IFLA_BRPORT_MODE`: hairpin mode of a bridge port (u8).
@@ -128,28 +114,6 @@ pub(crate) fn nla_value(nla: &DefaultNla) -> Vec<u8> {
     v
 }
 
-/// The value of `nla`, borrowed for as long as the bytes it was read from.
-pub(crate) fn attr_value(nla: NlaBuffer<&[u8]>) -> &[u8] {
-    let end = usize::from(nla.length());
-    nla.into_inner().get(4..end).unwrap_or_default()
-}
-
-/// (name, info blob) of an nf_tables `match` or `target` expression's data
-/// (`NFTA_MATCH_NAME`/`NFTA_TARGET_NAME` = 1, `…_INFO` = 3).
-pub(crate) fn xt_name_info(data: &[u8]) -> (String, Vec<u8>) {
-    const NFTA_XT_NAME: u16 = 1;
-    const NFTA_XT_INFO: u16 = 3;
-    let mut out = (String::new(), Vec::new());
-    for nla in NlasIterator::new(data).map_while(Result::ok) {
-        match nla.kind() {
-            NFTA_XT_NAME => out.0 = parse_string(attr_value(nla)).unwrap_or_default(),
-            NFTA_XT_INFO => out.1 = attr_value(nla).to_vec(),
-            _ => {}
-        }
-    }
-    out
-}
-
 // ---- tbf (the crate has no `TcQdiscTbf` / `TcQdiscTbfOption`) ----
 //
 // Its options travel as `TcOption::Other(DefaultNla)`: TCA_TBF_PARMS with
@@ -208,50 +172,4 @@ impl TbfQopt {
             buffer: u32_at(Self::BUFFER_AT)?,
         })
     }
-}
-
-// ---- nf_tables expressions without a crate type ----
-
-/// The x_tables compat `match` expression (nft_compat): `NFTA_MATCH_NAME`
-/// (NUL-terminated), `NFTA_MATCH_REV` (u32, big endian), `NFTA_MATCH_INFO`
-/// (the match's own struct, native endianness).
-pub(crate) fn xt_match(name: &str, revision: u32, info: Vec<u8>) -> Expressions {
-    const NFTA_MATCH_NAME: u16 = 1;
-    const NFTA_MATCH_REV: u16 = 2;
-    const NFTA_MATCH_INFO: u16 = 3;
-    let mut cname = name.as_bytes().to_vec();
-    cname.push(0);
-    Expressions::Other {
-        expression_type: "match".to_string(),
-        attributes: vec![
-            DefaultNla::new(NFTA_MATCH_NAME, cname),
-            DefaultNla::new(NFTA_MATCH_REV, revision.to_be_bytes().to_vec()),
-            DefaultNla::new(NFTA_MATCH_INFO, info),
-        ],
-    }
-}
-
-/// A `counter` expression starting at zero: `NFTA_COUNTER_BYTES` and
-/// `NFTA_COUNTER_PACKETS` (u64, big endian), as iptables-nft sends it.
-pub(crate) fn zero_counter() -> Expressions {
-    const NFTA_COUNTER_BYTES: u16 = 1;
-    const NFTA_COUNTER_PACKETS: u16 = 2;
-    Expressions::Other {
-        expression_type: "counter".to_string(),
-        attributes: vec![
-            DefaultNla::new(NFTA_COUNTER_BYTES, vec![0; 8]),
-            DefaultNla::new(NFTA_COUNTER_PACKETS, vec![0; 8]),
-        ],
-    }
-}
-
-/// `NFTA_RULE_COMPAT` of an iptables rule without `-p`: protocol 0, no
-/// invert flag (u32, big endian each).
-pub(crate) fn rule_compat_no_protocol() -> Vec<DefaultNla> {
-    const NFTA_RULE_COMPAT_PROTO: u16 = 1;
-    const NFTA_RULE_COMPAT_FLAGS: u16 = 2;
-    vec![
-        DefaultNla::new(NFTA_RULE_COMPAT_PROTO, vec![0; 4]),
-        DefaultNla::new(NFTA_RULE_COMPAT_FLAGS, vec![0; 4]),
-    ]
 }

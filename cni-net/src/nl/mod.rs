@@ -17,11 +17,9 @@
 //!   family's code into every binary).
 //! - [`gaps`]: the few things the crates do not type, hand-written in one
 //!   place, each naming the missing crate type.
-//! - [`nfm`]: [`Nfm<T>`](nfm::Nfm), the same for nfnetlink with
-//!   netlink-packet-netfilter's bodies (nf_tables chains and rules,
-//!   conntrack, batch begin/end), and [`Socket::nftables_batch`].
-//!   Answers are read lazily with the crates' leaf types (nf_tables rules:
-//!   `crate::nf_tables`, which says why not with the crate's parser).
+//! - nfnetlink ([`crate::NfSocket`]): the same socket for `cni-fw`'s
+//!   netfilter codecs, which encode their requests and read the answers
+//!   themselves.
 //!
 //! # Adding an operation
 //!
@@ -59,9 +57,8 @@
 //! instead of sending them: compare the bytes with what iproute2 sends.
 
 pub(crate) mod gaps;
-pub(crate) mod nfm;
-#[cfg(test)]
-pub(crate) mod nfnl;
+#[cfg(any(test, feature = "test-support"))]
+pub mod nfnl;
 pub(crate) mod rtm;
 pub(crate) mod socket;
 

@@ -1,13 +1,17 @@
 //! Hand-built netlink messages, for tests: crafted answers for the
 //! parsers, and the bytes the crates' requests are compared with. The
-//! product's requests are all the crates' types ([`super::rtm`],
-//! [`super::nfm`]).
+//! product's requests are all the crates' types ([`super::rtm`], and
+//! `cni-fw`'s `nfm`, whose tests use this through the `test-support`
+//! feature).
 
 use std::fmt;
 
 /// A message that could not be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Malformed(pub(crate) &'static str);
+pub struct Malformed(
+    /// What was wrong.
+    pub &'static str,
+);
 
 impl fmt::Display for Malformed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -23,7 +27,7 @@ const fn align4(n: usize) -> usize {
 /// Nested attributes are opened with [`Request::nest`] and closed with
 /// [`Request::end`], which patches the container's length.
 #[derive(Debug, Clone)]
-pub(crate) struct Request {
+pub struct Request {
     buf: Vec<u8>,
     /// An attribute grew beyond 64 KiB; reported by [`Request::finish`].
     too_long: bool,
@@ -31,7 +35,7 @@ pub(crate) struct Request {
 
 impl Request {
     /// A request of `kind` with `flags` and the family-specific `header`.
-    pub(crate) fn new(kind: u16, flags: u16, header: &[u8]) -> Request {
+    pub fn new(kind: u16, flags: u16, header: &[u8]) -> Request {
         let mut buf = Vec::with_capacity(128);
         buf.extend_from_slice(&[0u8; 4]);
         buf.extend_from_slice(&kind.to_ne_bytes());
@@ -46,7 +50,7 @@ impl Request {
     }
 
     /// Appends one attribute.
-    pub(crate) fn attr(&mut self, kind: u16, data: &[u8]) -> &mut Request {
+    pub fn attr(&mut self, kind: u16, data: &[u8]) -> &mut Request {
         let start = self.nest(kind);
         self.buf.extend_from_slice(data);
         self.end(start);
@@ -55,7 +59,7 @@ impl Request {
 
     /// Opens an attribute whose payload follows; returns its start for
     /// [`Request::end`].
-    pub(crate) fn nest(&mut self, kind: u16) -> usize {
+    pub fn nest(&mut self, kind: u16) -> usize {
         let start = self.buf.len();
         self.buf.extend_from_slice(&[0u8; 2]);
         self.buf.extend_from_slice(&kind.to_ne_bytes());
@@ -63,7 +67,7 @@ impl Request {
     }
 
     /// Closes the attribute opened at `start`: writes its length and pads.
-    pub(crate) fn end(&mut self, start: usize) {
+    pub fn end(&mut self, start: usize) {
         let len = self.buf.len().saturating_sub(start);
         let len16 = match u16::try_from(len) {
             Ok(l) => l,
@@ -80,14 +84,14 @@ impl Request {
 
     /// Appends raw bytes (a struct inside an attribute, or attributes that
     /// are already encoded), then pads.
-    pub(crate) fn raw(&mut self, data: &[u8]) -> &mut Request {
+    pub fn raw(&mut self, data: &[u8]) -> &mut Request {
         self.buf.extend_from_slice(data);
         self.buf.resize(align4(self.buf.len()), 0);
         self
     }
 
     /// The finished message with sequence number `seq`.
-    pub(crate) fn finish(mut self, seq: u32) -> Result<Vec<u8>, Malformed> {
+    pub fn finish(mut self, seq: u32) -> Result<Vec<u8>, Malformed> {
         let len = u32::try_from(self.buf.len()).map_err(|_| Malformed("request too long"))?;
         if self.too_long {
             return Err(Malformed("attribute too long"));

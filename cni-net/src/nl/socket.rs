@@ -41,7 +41,7 @@ pub(crate) struct Socket {
     /// Names the family in error texts ("route", "netfilter").
     what: &'static str,
     /// The requests of replay mode, for tests to compare.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-support"))]
     captured: Vec<Vec<u8>>,
 }
 
@@ -233,7 +233,7 @@ impl Socket {
         Ok(Socket::with(Some(sys), what))
     }
 
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-support"))]
     /// A socket that sends nothing: every request is recorded (see
     /// [`Socket::captured`]) and answered with an empty ACK or dump.
     /// For byte-level tests without root.
@@ -261,7 +261,7 @@ impl Socket {
             recv: Vec::new(),
             send: Vec::new(),
             what,
-            #[cfg(test)]
+            #[cfg(any(test, feature = "test-support"))]
             captured: Vec::new(),
         }
     }
@@ -280,7 +280,7 @@ impl Socket {
     }
 
     /// The requests recorded in capture mode, each a whole netlink message.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-support"))]
     pub(crate) fn captured(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.captured)
     }
@@ -337,7 +337,7 @@ impl Socket {
         single: bool,
         each: &mut OnAnswer<'_>,
     ) -> Result<Outcome, NetError> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "test-support"))]
         self.captured.push(self.send.clone());
         if self.canned.is_empty() {
             return Ok(Outcome::Done);
@@ -358,7 +358,8 @@ impl Socket {
     /// Sends `msg` with `flags` (plus `NLM_F_REQUEST`) and hands every
     /// answer's header and payload (after the netlink header) to `each`,
     /// undecoded: for answers read lazily, a few attributes at a time,
-    /// instead of through a crate type's parser (see [`super::nfm`]).
+    /// instead of through a crate type's parser (`cni-fw`'s nf_tables and
+    /// conntrack answers).
     pub(crate) fn request<M: NetlinkSerializable>(
         &mut self,
         msg: &M,
@@ -407,7 +408,7 @@ impl Socket {
     }
 
     /// Sends `msgs` in one datagram between `begin` and `end` (nfnetlink's
-    /// batches: [`super::nfm`] makes the two ends). Only the last message
+    /// batches: `cni-fw`'s `nfm` makes the two ends). Only the last message
     /// asks for an ACK: the kernel answers in message order, so the first
     /// answer read is the error of the first message that failed (for an
     /// nf_tables batch, the whole batch was then aborted) or that ACK. No

@@ -297,8 +297,8 @@ pub fn netlink_netfilter(data: &[u8]) {
 /// next the family) on a socket replaying `answers`, or on the kernel's
 /// when `None`.
 pub fn netfilter_op(op: u8, answers: Option<Vec<Vec<u8>>>) -> Result<(), cni_net::NetError> {
+    use cni_fw::nf_tables::{NfFamily, NfTables};
     use cni_net::IpFamily;
-    use cni_net::nf_tables::{NfFamily, NfTables};
     let op = op % NETFILTER_OPS;
     let family = [NfFamily::Ip, NfFamily::Ip6, NfFamily::Inet][usize::from(op >> 2)];
     let nf = |answers: Option<Vec<Vec<u8>>>| match answers {
@@ -321,8 +321,8 @@ pub fn netfilter_op(op: u8, answers: Option<Vec<Vec<u8>>>) -> Result<(), cni_net
             let family = [None, Some(IpFamily::V4), Some(IpFamily::V6)][usize::from(op >> 2)];
             let ports = [8080, 443];
             match answers {
-                Some(a) => cni_net::conntrack::replay_delete_by_orig_dst_port(a, family, 6, &ports),
-                None => cni_net::conntrack::delete_by_orig_dst_port(family, 6, &ports),
+                Some(a) => cni_fw::conntrack::replay_delete_by_orig_dst_port(a, family, 6, &ports),
+                None => cni_fw::conntrack::delete_by_orig_dst_port(family, 6, &ports),
             }
             .map(drop)
         }

@@ -26,7 +26,7 @@
 //! chains and jumps already there) and DEL run no tool: ADD reads the
 //! chains over netlink and appends the per-address rules of both families
 //! in one nf_tables transaction, encoded as iptables-nft encodes them
-//! (`cni_net::iptables_nft`), so `iptables-save` and the Go plugin see the
+//! (`cni_fw::iptables_nft`), so `iptables-save` and the Go plugin see the
 //! same rules; DEL deletes by kernel handle. The first ADD on a node (the
 //! chains to create), isolation changes, GC, legacy iptables and any
 //! netlink failure take the text path: one `iptables-save -t filter` read
@@ -171,7 +171,7 @@ fn family_name(f: Family) -> &'static str {
 pub fn families(ips: &[IpAddr]) -> Vec<Family> {
     [Family::V4, Family::V6]
         .into_iter()
-        .filter(|f| ips.iter().any(|ip| Family::of(*ip) == *f))
+        .filter(|f| ips.iter().any(|ip| Family::of(ip) == *f))
         .collect()
 }
 
@@ -474,12 +474,8 @@ fn known_isolation(family: Family, top: &[iptables::RuleSummary], bridge: &str) 
 /// jumps exist: each as its `iptables-restore` line (what [`add_lines`]
 /// writes) and as the same rule for [`iptables::nft_append`].
 fn appended_rules(family: Family, att: &Attachment<'_>, ips: &[IpAddr]) -> Vec<(String, XtRule)> {
-    let nf_family = match family {
-        Family::V4 => cni_fw::iptables::IpFamily::V4,
-        Family::V6 => cni_fw::iptables::IpFamily::V6,
-    };
     let rule = |chain: &str, source, destination, matches, accept| XtRule {
-        family: nf_family,
+        family,
         chain: chain.to_string(),
         source,
         destination,
@@ -554,7 +550,7 @@ fn add_families(
     let of_family = |family: Family| -> Vec<IpAddr> {
         ips.iter()
             .copied()
-            .filter(|ip| Family::of(*ip) == family)
+            .filter(|ip| Family::of(ip) == family)
             .collect()
     };
     // Families done by text, with the table read over netlink if it was.
@@ -698,7 +694,7 @@ fn remove(att: &Attachment<'_>, prev_ips: &[IpAddr], families: &[Family]) -> Res
         prev_ips
             .iter()
             .copied()
-            .filter(|ip| Family::of(*ip) == family)
+            .filter(|ip| Family::of(ip) == family)
             .collect()
     };
     // Over netlink, both families in one transaction, where that is sure.
@@ -875,7 +871,7 @@ pub fn check_table(
     if !has(FORWARD_CHAIN, &admin) {
         return Err(missing(FORWARD_CHAIN, &admin));
     }
-    for ip in ips.iter().filter(|ip| Family::of(**ip) == family) {
+    for ip in ips.iter().filter(|ip| Family::of(ip) == family) {
         for rule in address_rules(*ip) {
             if !has(FORWARD_CHAIN, &rule) {
                 return Err(CniError::internal(format!(

@@ -305,7 +305,7 @@ pub fn add_fast_lines(
 /// fetch every rule of the table, which grows with the number of
 /// containers). `None` when it cannot tell.
 fn shared_ready_nft(conf: &Conf, v6: bool) -> Option<bool> {
-    use cni_net::nf_tables::{NfTables, RuleSummary};
+    use cni_fw::nf_tables::{NfTables, RuleSummary};
     let fam = if v6 {
         cni_net::IpFamily::V6
     } else {

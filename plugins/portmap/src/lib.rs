@@ -61,7 +61,7 @@ fn udp_ports(conf: &Conf) -> Vec<u16> {
 /// (`None`: both), so that a client that kept sending is not stuck on a
 /// stale mapping. Failures are only logged, as in the reference.
 fn flush_conntrack(conf: &Conf, family: Option<cni_net::IpFamily>) {
-    use cni_net::conntrack::{PROTO_UDP, delete_by_orig_dst_port};
+    use cni_fw::conntrack::{PROTO_UDP, delete_by_orig_dst_port};
     let ports = udp_ports(conf);
     if ports.is_empty() {
         return;

@@ -2,11 +2,11 @@
 //! namespace: whether a chain exists, and a summary of a chain's rules (for
 //! instance of chains that `iptables-nft` created), without running a tool.
 
-use crate::IpFamily;
-use crate::error::NetError;
-use crate::nl::Socket;
-use crate::nl::gaps::{attr_value, xt_name_info};
-use crate::nl::nfm::Nfm;
+use crate::nf_gaps::{attr_value, xt_name_info};
+use crate::nfm::Nfm;
+use cni_net::IpFamily;
+use cni_net::NetError;
+use cni_net::NfSocket;
 use netlink_packet_core::{
     NLM_F_ACK, NLM_F_DUMP, NlaBuffer, NlasIterator, Parseable, parse_string, parse_u64_be,
 };
@@ -95,7 +95,7 @@ fn rule_in(table: &str, chain: &str, handle: Option<u64>) -> RuleMessage {
 
 /// A netlink socket for nf_tables queries in one address family.
 pub struct NfTables {
-    socket: Socket,
+    socket: NfSocket,
     family: NetfilterProtoFamily,
 }
 
@@ -103,7 +103,7 @@ impl NfTables {
     /// Opens a socket in the calling thread's namespace for `family`'s tables.
     pub fn open(family: impl Into<NfFamily>) -> Result<NfTables, NetError> {
         Ok(NfTables {
-            socket: Socket::open(netlink_sys::protocols::NETLINK_NETFILTER, "nf_tables")?,
+            socket: NfSocket::open("nf_tables")?,
             family: family.into().into(),
         })
     }
@@ -113,7 +113,7 @@ impl NfTables {
     #[doc(hidden)]
     pub fn replay(family: impl Into<NfFamily>, answers: Vec<Vec<u8>>) -> NfTables {
         NfTables {
-            socket: Socket::replay("nf_tables", answers),
+            socket: NfSocket::replay("nf_tables", answers),
             family: family.into().into(),
         }
     }
@@ -295,7 +295,7 @@ impl NfTables {
             })
             .collect();
         let op = format!("delete {} rules of {table}", rules.len());
-        self.socket.nftables_batch(&msgs, 0, &op)
+        crate::nfm::nftables_batch(&mut self.socket, &msgs, 0, &op)
     }
 }
 
@@ -312,7 +312,7 @@ pub fn chain_exists(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::nl::nfnl::Request;
+    use cni_net::nfnl::Request;
     use netlink_packet_core::NLM_F_REQUEST;
 
     fn cstr(s: &str) -> Vec<u8> {
@@ -324,7 +324,7 @@ pub(crate) mod tests {
     #[test]
     fn requests_are_the_hand_built_bytes() {
         let mut nf = NfTables {
-            socket: Socket::capture("nf_tables"),
+            socket: NfSocket::capture("nf_tables"),
             family: NfFamily::Ip.into(),
         };
         assert!(!nf.chain_exists("nat", "CNI-HOSTPORT-DNAT").unwrap());
@@ -448,10 +448,10 @@ pub(crate) mod tests {
 
     #[test]
     fn absent_in_a_fresh_namespace() {
-        if !crate::testutil::is_root() {
+        if !rcni_tests::is_root() {
             return;
         }
-        let ns = crate::NetNs::new_anonymous().unwrap();
+        let ns = cni_net::NetNs::new_anonymous().unwrap();
         let got = ns
             .run(|| chain_exists(IpFamily::V4, "nat", "CNI-NOPE"))
             .unwrap();
@@ -461,7 +461,7 @@ pub(crate) mod tests {
     /// True (after saying SKIP) when the test cannot run here: not root,
     /// or no iptables-nft-restore to make the rules it reads.
     fn skip_without_iptables_nft(test: &str) -> bool {
-        if crate::testutil::skip_unless_root(test) {
+        if rcni_tests::skip_unless_root(test) {
             return true;
         }
         let missing = std::process::Command::new("iptables-nft-restore")
@@ -496,7 +496,7 @@ pub(crate) mod tests {
         if skip_without_iptables_nft("nf_tables::reads_rules_of_iptables_nft_chains") {
             return;
         }
-        let ns = crate::NetNs::new_anonymous().unwrap();
+        let ns = cni_net::NetNs::new_anonymous().unwrap();
         let rules = ns
             .run(|| {
                 restore_noflush("iptables-nft-restore", b"*nat\n:MARKS - [0:0]\n:MQ - [0:0]\n-A MARKS -m comment --comment x -j MARK --set-xmark 0x2000/0x2000\n-A MQ -m mark --mark 0x2000/0x2000 -j MASQUERADE\n-A PREROUTING -m addrtype --dst-type LOCAL -j MARKS\nCOMMIT\n");
@@ -541,7 +541,7 @@ pub(crate) mod tests {
         if skip_without_iptables_nft("nf_tables::deletes_rules_by_handle_all_or_none") {
             return;
         }
-        let ns = crate::NetNs::new_anonymous().unwrap();
+        let ns = cni_net::NetNs::new_anonymous().unwrap();
         ns.run(|| {
             restore_noflush("iptables-nft-restore", b"*filter\n:T - [0:0]\n-A T -s 10.134.0.2/32 -j ACCEPT\n-A T -d 10.134.0.3/32 -j DROP\n-A T -s 10.134.0.4/32 -j RETURN\nCOMMIT\n");
             restore_noflush("ip6tables-nft-restore", b"*filter\n:T - [0:0]\n-A T -s fd21:134::2/128 -j ACCEPT\nCOMMIT\n");

@@ -6,10 +6,10 @@
 //! matches is then deleted by its tuple, zone and ID (so an entry created
 //! again in between is left alone).
 
-use crate::IpFamily;
-use crate::error::NetError;
-use crate::nl::Socket;
-use crate::nl::nfm::Nfm;
+use crate::nfm::Nfm;
+use cni_net::IpFamily;
+use cni_net::NetError;
+use cni_net::NfSocket;
 use netlink_packet_core::{DefaultNla, NLM_F_ACK, NLM_F_DUMP, NlasIterator, Parseable};
 use netlink_packet_netfilter::NetfilterProtoFamily;
 use netlink_packet_netfilter::conntrack::{
@@ -112,7 +112,7 @@ pub fn delete_by_orig_dst_port(
     if ports.is_empty() || count() == Some(0) {
         return Ok(0);
     }
-    let mut socket = Socket::open(netlink_sys::protocols::NETLINK_NETFILTER, "conntrack")?;
+    let mut socket = NfSocket::open("conntrack")?;
     delete_with(&mut socket, family, protocol, ports)
 }
 
@@ -127,7 +127,7 @@ pub fn replay_delete_by_orig_dst_port(
     ports: &[u16],
 ) -> Result<usize, NetError> {
     delete_with(
-        &mut Socket::replay("conntrack", answers),
+        &mut NfSocket::replay("conntrack", answers),
         family,
         protocol,
         ports,
@@ -136,7 +136,7 @@ pub fn replay_delete_by_orig_dst_port(
 
 /// The dump and the deletes of [`delete_by_orig_dst_port`] on `socket`.
 fn delete_with(
-    socket: &mut Socket,
+    socket: &mut NfSocket,
     family: Option<IpFamily>,
     protocol: u8,
     ports: &[u16],
@@ -212,7 +212,7 @@ mod tests {
     /// hand-built before.
     #[test]
     fn requests_are_the_hand_built_bytes() {
-        use crate::nl::nfnl::Request;
+        use cni_net::nfnl::Request;
         use netlink_packet_core::NLM_F_REQUEST;
         let mut proto = attr(CTA_PROTO_NUM, &[6]);
         proto.extend(attr(CTA_PROTO_DST_PORT, &443u16.to_be_bytes()));
@@ -221,7 +221,7 @@ mod tests {
         entry.extend(attr(CTA_ID, &[0, 0, 0, 7]));
         entry.extend(attr(CTA_ZONE, &[0, 1]));
 
-        let mut socket = Socket::capture("conntrack");
+        let mut socket = NfSocket::capture("conntrack");
         let dump = Nfm::conntrack(nfproto(None), ConntrackMessage::Get(Vec::new()));
         socket
             .request(&dump, NLM_F_DUMP, "dump", |_, _| Ok(()))
@@ -241,10 +241,10 @@ mod tests {
 
     #[test]
     fn deletes_in_a_fresh_namespace() {
-        if !crate::testutil::is_root() {
+        if !rcni_tests::is_root() {
             return;
         }
-        let ns = crate::NetNs::new_anonymous().unwrap();
+        let ns = cni_net::NetNs::new_anonymous().unwrap();
         let n = ns
             .run(|| delete_by_orig_dst_port(Some(IpFamily::V4), PROTO_UDP, &[9]))
             .unwrap()

@@ -24,14 +24,14 @@
 //! `Immediate`, `RuleAttribute`); the compat `match` and `counter`
 //! expressions and the rule's compat attribute are not typed there and go
 //! through its `Expressions::Other`/`DefaultNla` (listed in
-//! [`crate::nl::gaps`]).
+//! [`crate::nf_gaps`]).
 
-use crate::IpFamily;
-use crate::error::NetError;
+use crate::nf_gaps as gaps;
 use crate::nf_tables::NfFamily;
-use crate::nl::Socket;
-use crate::nl::gaps;
-use crate::nl::nfm::Nfm;
+use crate::nfm::Nfm;
+use cni_net::IpFamily;
+use cni_net::NetError;
+use cni_net::NfSocket;
 use netlink_packet_core::{NLM_F_APPEND, NLM_F_CREATE};
 use netlink_packet_netfilter::nftables::{
     Cmp, DataAttribute, ExpressionAttribute, Expressions, Immediate, ListAttribute,
@@ -193,18 +193,18 @@ fn new_rule(table: &str, rule: &XtRule) -> Result<Nfm<RuleMessage>, String> {
 /// rule's family), in one transaction for every family: all of them, or
 /// none (a missing chain or table: `ENOENT`).
 pub fn append_rules(table: &str, rules: &[XtRule]) -> Result<(), NetError> {
-    let mut socket = Socket::open(netlink_sys::protocols::NETLINK_NETFILTER, "nf_tables")?;
+    let mut socket = NfSocket::open("nf_tables")?;
     append_with(&mut socket, table, rules)
 }
 
-fn append_with(socket: &mut Socket, table: &str, rules: &[XtRule]) -> Result<(), NetError> {
+fn append_with(socket: &mut NfSocket, table: &str, rules: &[XtRule]) -> Result<(), NetError> {
     let op = format!("append {} rules to {table}", rules.len());
     let msgs = rules
         .iter()
         .map(|r| new_rule(table, r))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| NetError::other(&op, e))?;
-    socket.nftables_batch(&msgs, NLM_F_CREATE | NLM_F_APPEND, &op)
+    crate::nfm::nftables_batch(socket, &msgs, NLM_F_CREATE | NLM_F_APPEND, &op)
 }
 
 #[cfg(test)]
@@ -275,7 +275,7 @@ mod tests {
     fn encodes_as_iptables_nft_1_8_9() {
         let theirs: Vec<Vec<u8>> = IPTABLES_NFT_1_8_9_V4.lines().map(hex).collect();
         assert_eq!(theirs.len(), 3);
-        let mut socket = Socket::capture("nf_tables");
+        let mut socket = NfSocket::capture("nf_tables");
         let ours = firewall_rules("10.138.0.2", "abc name: n id: c if: eth0");
         append_with(&mut socket, "filter", &ours).unwrap();
         let sent = socket.captured();
@@ -365,8 +365,7 @@ mod tests {
     /// (`NFTA_RULE_HANDLE`, `NFTA_RULE_POSITION`), which differ by history.
     fn raw_rules() -> Vec<Vec<u8>> {
         use netlink_packet_core::{NLM_F_DUMP, NlasIterator};
-        let mut socket =
-            Socket::open(netlink_sys::protocols::NETLINK_NETFILTER, "nf_tables").unwrap();
+        let mut socket = NfSocket::open("nf_tables").unwrap();
         let mut out = Vec::new();
         for family in [NfFamily::Ip, NfFamily::Ip6] {
             let dump = RuleMessage {
@@ -407,9 +406,8 @@ mod tests {
     /// The kernel holds the same rules whichever way they were added.
     #[test]
     fn the_kernel_stores_what_iptables_nft_stores() {
-        if crate::testutil::skip_unless_root(
-            "iptables_nft::the_kernel_stores_what_iptables_nft_stores",
-        ) {
+        if rcni_tests::skip_unless_root("iptables_nft::the_kernel_stores_what_iptables_nft_stores")
+        {
             return;
         }
         if std::process::Command::new("iptables-nft-restore")
@@ -422,8 +420,8 @@ mod tests {
         }
         let chains = "*filter\n:CNI-FORWARD - [0:0]\n:CNI-FW-ATTACHMENTS - [0:0]\nCOMMIT\n";
         let comment = "0123456789abcdef-0123456789abcdef name: n id: c if: eth0";
-        let by_tool = crate::NetNs::new_anonymous().unwrap();
-        let by_us = crate::NetNs::new_anonymous().unwrap();
+        let by_tool = cni_net::NetNs::new_anonymous().unwrap();
+        let by_us = cni_net::NetNs::new_anonymous().unwrap();
         let mut texts = Vec::new();
         for (ns, ours) in [(&by_tool, false), (&by_us, true)] {
             let got = ns
@@ -459,10 +457,10 @@ mod tests {
 
     #[test]
     fn a_missing_chain_adds_nothing() {
-        if crate::testutil::skip_unless_root("iptables_nft::a_missing_chain_adds_nothing") {
+        if rcni_tests::skip_unless_root("iptables_nft::a_missing_chain_adds_nothing") {
             return;
         }
-        let ns = crate::NetNs::new_anonymous().unwrap();
+        let ns = cni_net::NetNs::new_anonymous().unwrap();
         let e = ns
             .run(|| append_rules("filter", &firewall_rules("10.138.0.2", "x")))
             .unwrap()

@@ -1,5 +1,5 @@
-//! nfnetlink requests one body type at a time, as [`super::rtm`] does for
-//! rtnetlink: an [`Nfm<T>`] is a message type (`(subsystem << 8) |
+//! nfnetlink requests one body type at a time, as `cni-net`'s `nl::rtm` does
+//! for rtnetlink: an [`Nfm<T>`] is a message type (`(subsystem << 8) |
 //! message`), the `nfgenmsg` header ([`NetfilterHeader`]) and one of
 //! netlink-packet-netfilter's bodies: nf_tables' `ChainMessage` and
 //! `RuleMessage`, a `ConntrackMessage`, or the `ControlMessage` that opens
@@ -10,14 +10,14 @@
 //! nf_tables object kind's code (portmap +123 KB; typed per body +69 KB).
 //!
 //! Requests only. Answers are read lazily by the callers
-//! ([`Socket::request`] hands them over undecoded), attribute by attribute
+//! ([`NfSocket::request`] hands them over undecoded), attribute by attribute
 //! with the crate's leaf types: its `RuleMessage` parser formats every
 //! expression's bytes with `{:?}` whether or not anything fails, which
 //! made portmap ADD 1.25x and firewall ADD up to 1.72x slower (see
-//! `crate::nf_tables`).
+//! [`crate::nf_tables`]).
 
-use crate::error::NetError;
-use crate::nl::Socket;
+use cni_net::NetError;
+use cni_net::NfSocket;
 use netlink_packet_core::{Emitable, NetlinkSerializable};
 use netlink_packet_netfilter::conntrack::ConntrackMessage;
 use netlink_packet_netfilter::nftables::{ChainMessage, NfTablesMessageType, RuleMessage};
@@ -145,24 +145,22 @@ impl<T: NfBody> NetlinkSerializable for Nfm<T> {
     }
 }
 
-impl Socket {
-    /// Sends `msgs` (requests of nf_tables, which applies all of them or
-    /// none) as one batch. `M` is any nfnetlink message, e.g.
-    /// `Nfm<RuleMessage>`, or an enum of several when a batch mixes bodies.
-    /// `flags` go on every message (see [`Socket::batch`]).
-    pub(crate) fn nftables_batch<M: NetlinkSerializable>(
-        &mut self,
-        msgs: &[M],
-        flags: u16,
-        op: &str,
-    ) -> Result<(), NetError> {
-        let subsys = NetfilterSubsystem::NfTables;
-        self.batch(
-            &Nfm::batch_edge(subsys, false),
-            msgs,
-            flags,
-            &Nfm::batch_edge(subsys, true),
-            op,
-        )
-    }
+/// Sends `msgs` (requests of nf_tables, which applies all of them or
+/// none) as one batch on `socket`. `M` is any nfnetlink message, e.g.
+/// `Nfm<RuleMessage>`, or an enum of several when a batch mixes bodies.
+/// `flags` go on every message (see [`NfSocket::batch`]).
+pub(crate) fn nftables_batch<M: NetlinkSerializable>(
+    socket: &mut NfSocket,
+    msgs: &[M],
+    flags: u16,
+    op: &str,
+) -> Result<(), NetError> {
+    let subsys = NetfilterSubsystem::NfTables;
+    socket.batch(
+        &Nfm::batch_edge(subsys, false),
+        msgs,
+        flags,
+        &Nfm::batch_edge(subsys, true),
+        op,
+    )
 }
