@@ -721,7 +721,7 @@ fn add_failure_leaves_nothing() {
     let (host, cont) = (host_ns(), container_ns());
     // Config errors: nothing is touched, not even the data dir.
     for (extra, want) in [
-        (json!({"mtu": -1}), "invalid mtu -1"),
+        (json!({"mtu": 67}), "invalid MTU 67"),
         (json!({"mtu": "9000"}), "failed to load netconf"),
         (json!({"ipMasq": 1}), "failed to load netconf"),
         (json!({"ipMasqBackend": "pf"}), "unknown ipmasq backend"),
