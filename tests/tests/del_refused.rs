@@ -103,6 +103,7 @@ fn pb_del_of_refused_configs_succeeds_like_go() {
     both_del_ok("sbr", &conf("sbr", json!({"table": 4294967296u64})));
     for extra in [
         json!({"vrfname": "pbvrf", "table": 254}),
+        json!({"vrfname": "pbvrf", "table": 255}),
         json!({"vrfname": "pb/vrf"}),
     ] {
         both_del_ok("vrf", &conf("vrf", extra));
@@ -148,11 +149,20 @@ fn pb_del_of_refused_configs_succeeds_like_go() {
             json!({"iptablesAdminChainName": "pb bad chain"}),
         ),
     );
+    // A name the reference takes and ours refuses (a quote).
+    both_del_ok(
+        "firewall",
+        &conf("firewall", json!({"iptablesAdminChainName": "pb\"chain"})),
+    );
     let maps =
         json!({"portMappings": [{"hostPort": 18161, "containerPort": 80, "protocol": "udp"}]});
     for extra in [
         json!({"backend": "bogus", "runtimeConfig": maps}),
         json!({"externalSetMarkChain": "pb bad", "runtimeConfig": maps}),
+        json!({"externalSetMarkChain": "pb\\mark", "runtimeConfig": maps}),
+        json!({"runtimeConfig": {"portMappings": [
+            {"hostPort": 18161, "containerPort": 80, "protocol": "tcp", "hostIP": "pb"},
+        ]}}),
     ] {
         both_del_ok("portmap", &conf("portmap", extra));
     }
