@@ -40,6 +40,9 @@ pub(crate) struct Socket {
     send: Vec<u8>,
     /// Names the family in error texts ("route", "netfilter").
     what: &'static str,
+    /// Kept open until the process exits instead of closed when dropped
+    /// (netfilter sockets: see [`LINGERING`]).
+    linger: bool,
     /// The requests of replay mode, for tests to compare.
     #[cfg(any(test, feature = "test-support"))]
     captured: Vec<Vec<u8>>,
@@ -211,6 +214,38 @@ fn stamp_seq(buf: &mut [u8], seq: u32) {
     }
 }
 
+/// Netfilter sockets dropped by this process, left open until it exits.
+///
+/// Closing a bound `NETLINK_NETFILTER` socket is not free: the kernel's
+/// release notifier for nf_tables (`nft_rcv_nl_event`) takes the commit
+/// mutex and, while deleted rules or chains of any process await their
+/// RCU grace period, waits for that destruction work to finish: 10-50 ms
+/// here whenever other DELs run, for a socket that only read. A socket
+/// closed where it is dropped is closed inside whatever the caller holds,
+/// typically the host-wide lock of portmap or firewall, and then every
+/// waiter for that lock pays a grace period in turn (a storm of 50 DELs
+/// serialised on it). Kept here instead, the sockets close when the
+/// process exits, after every lock is released, and the grace periods of
+/// many processes overlap. Plugins are short-lived; a long-lived process
+/// keeps at most [`MAX_LINGERING`], the rest close at once.
+static LINGERING: std::sync::Mutex<Vec<SysSocket>> = std::sync::Mutex::new(Vec::new());
+/// The most sockets [`LINGERING`] keeps.
+const MAX_LINGERING: usize = 16;
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        if !self.linger {
+            return;
+        }
+        if let Some(sys) = self.sys.take()
+            && let Ok(mut kept) = LINGERING.lock()
+            && kept.len() < MAX_LINGERING
+        {
+            kept.push(sys);
+        }
+    }
+}
+
 /// Decodes one answer of type `M`, naming its message type on failure.
 fn decode<M: NetlinkDeserializable>(header: &NetlinkHeader, payload: &[u8]) -> Result<M, String> {
     M::deserialize(header, payload)
@@ -230,7 +265,9 @@ impl Socket {
         let _ = sys.set_cap_ack(true);
         sys.bind(&SocketAddr::new(0, 0))
             .map_err(|e| sys_err("bind", e))?;
-        Ok(Socket::with(Some(sys), what))
+        let mut socket = Socket::with(Some(sys), what);
+        socket.linger = protocol == netlink_sys::protocols::NETLINK_NETFILTER;
+        Ok(socket)
     }
 
     #[cfg(any(test, feature = "test-support"))]
@@ -261,6 +298,7 @@ impl Socket {
             recv: Vec::new(),
             send: Vec::new(),
             what,
+            linger: false,
             #[cfg(any(test, feature = "test-support"))]
             captured: Vec::new(),
         }
