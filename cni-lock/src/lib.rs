@@ -25,9 +25,17 @@
 //!   namespaces the node had at once (empty files, an inode each).
 //! - No wait is unbounded: a lock not granted within [`timeout`] (30 s
 //!   unless `RCNI_LOCK_TIMEOUT` says otherwise) is a CNI error, code 11
-//!   (try again later), naming the file. The wait polls `try_lock` with a
-//!   short backoff (1 ms doubling to 10 ms): no thread, no signal, and an
-//!   uncontended lock costs what a blocking `flock` does. Once the
+//!   (try again later), naming the file. An uncontended lock is one
+//!   `flock(LOCK_NB)`. A contended one is waited for in the kernel: a
+//!   blocking `flock` on a thread of its own (on a duplicate of the file
+//!   descriptor, so the lock is the caller's file's), the caller waiting
+//!   for it with the deadline; no signal. It used to poll `try_lock` with
+//!   a backoff (1 ms doubling to 10 ms): in a storm of 50 pods every
+//!   waiter woke up to a hundred times a second, competing for the CPU
+//!   with the holder, and the lock lay idle between a release and the
+//!   next poll (issue 30: the firewall lock's waits were 20 times its
+//!   holds). Polling stays as the fallback when no thread can be
+//!   started. Once the
 //!   file exists, taking a lock and releasing it is four system calls
 //!   (`openat2` refusing symlinks, a stat, flock, close) instead of
 //!   eighteen walking the path one directory at a time and creating and
@@ -386,21 +394,69 @@ fn existing_file(path: &Path) -> Option<File> {
         .then(|| File::from(fd))
 }
 
+fn lock_failed(path: &Path, e: std::io::Error) -> CniError {
+    CniError::new(
+        code::IO_FAILURE,
+        format!("failed to lock {}: {e}", path.display()),
+        "",
+    )
+}
+
+/// Takes the lock on `file` at once when it is free; else waits for it in
+/// a blocking `flock` on a thread of its own until `timeout` has passed
+/// since `start` (polling when no thread can be had).
+///
+/// The thread locks a duplicate of the descriptor: an `flock` belongs to
+/// the open file, which both share, so the lock it gets is `file`'s. After
+/// a timeout the thread may still get the lock later; it then only closes
+/// its duplicate, so the lock lasts as long as the open file does: the
+/// caller's error ends the plugin, which closes it (a named lock's file is
+/// dropped with the error already).
+fn wait_until(file: &File, path: &Path, start: Instant, timeout: Duration) -> Result<(), CniError> {
+    match file.try_lock() {
+        Ok(()) => return Ok(()),
+        Err(TryLockError::WouldBlock) => {}
+        Err(TryLockError::Error(e)) => return Err(lock_failed(path, e)),
+    }
+    let Some(left) = timeout
+        .checked_sub(start.elapsed())
+        .filter(|d| !d.is_zero())
+    else {
+        return Err(timed_out(path, timeout));
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let spawned = file.try_clone().and_then(|waiter| {
+        std::thread::Builder::new()
+            .name("cni-lock".into())
+            .spawn(move || {
+                // The receiver is gone after a timeout: nothing to tell.
+                let _ = tx.send(waiter.lock());
+            })
+    });
+    if let Err(e) = spawned {
+        log::debug!("no thread to wait for {}: {e}; polling", path.display());
+        return poll_until(file, path, start, timeout);
+    }
+    match rx.recv_timeout(left) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(lock_failed(path, e)),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(timed_out(path, timeout)),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(lock_failed(
+            path,
+            std::io::Error::other("the waiting thread ended"),
+        )),
+    }
+}
+
 /// Polls `try_lock` on `file` until it is granted or `timeout` has passed
 /// since `start`.
-fn wait_until(file: &File, path: &Path, start: Instant, timeout: Duration) -> Result<(), CniError> {
+fn poll_until(file: &File, path: &Path, start: Instant, timeout: Duration) -> Result<(), CniError> {
     let mut pause = Duration::from_millis(1);
     loop {
         match file.try_lock() {
             Ok(()) => return Ok(()),
             Err(TryLockError::WouldBlock) => {}
-            Err(TryLockError::Error(e)) => {
-                return Err(CniError::new(
-                    code::IO_FAILURE,
-                    format!("failed to lock {}: {e}", path.display()),
-                    "",
-                ));
-            }
+            Err(TryLockError::Error(e)) => return Err(lock_failed(path, e)),
         }
         let waited = start.elapsed();
         if waited >= timeout {
