@@ -102,6 +102,39 @@ pub fn nft_delete(table: &str, rules: &[(Family, &str, u64)]) -> bool {
     }
 }
 
+/// Deletes the user chain `chain` of `table` and every rule of
+/// `entry_chain` that jumps to it (what `-D <entry_chain> … -j <chain>`,
+/// `-F <chain>` and `-X <chain>` lines would do), over netlink in one
+/// transaction, reading the jumps on the same socket: no tool runs and no
+/// table is read whole. True when they are gone (a chain that was not there
+/// included); false (nothing changed) unless iptables is the nf_tables
+/// variant and the kernel took it all (a rule gone or added meanwhile: the
+/// caller then takes the text path).
+pub fn nft_delete_chain(family: Family, table: &str, chain: &str, entry_chain: &str) -> bool {
+    if !is_nft_variant(family) {
+        return false;
+    }
+    let done = crate::nf_tables::NfTables::open(family).and_then(|mut t| {
+        if !t.chain_exists(table, chain)? {
+            return Ok(());
+        }
+        let jumps: Vec<(&str, u64)> = t
+            .chain_rules(table, entry_chain)?
+            .iter()
+            .filter(|r| r.jumps.iter().any(|j| j == chain))
+            .map(|r| (entry_chain, r.handle))
+            .collect();
+        t.delete_chain(table, chain, &jumps)
+    });
+    match done {
+        Ok(()) => true,
+        Err(e) => {
+            log::debug!("deleting {table} {chain} over netlink: {e}");
+            false
+        }
+    }
+}
+
 /// A rule for [`nft_append`].
 pub use crate::iptables_nft::{CT_ESTABLISHED, CT_RELATED, XtMatch, XtRule};
 

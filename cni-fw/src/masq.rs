@@ -9,6 +9,10 @@
 //! going to `masq_checks`, one rule per address commented with a hash of the
 //! network and the attachment.
 //!
+//! With iptables-nft, the iptables teardown is one nf_tables transaction over
+//! netlink (`iptables::nft_delete_chain`): no `iptables-save` of the whole
+//! `nat` table, which grows with every container, and no tool run.
+//!
 //! Teardown needs no addresses (the names are derived from the attachment),
 //! so DEL cleans up even when the container's netns is already gone.
 
@@ -222,7 +226,9 @@ fn delete_chain_lines(table: &iptables::Table, chain: &str) -> Vec<String> {
 fn teardown_iptables(att: Attachment<'_>) -> Result<(), CniError> {
     let chain = chain_name(att.network, att.container_id);
     for family in [Family::V4, Family::V6] {
-        if !iptables::usable(family) || iptables::chain_surely_absent(family, "nat", &chain) {
+        if !iptables::usable(family)
+            || iptables::nft_delete_chain(family, "nat", &chain, "POSTROUTING")
+        {
             continue;
         }
         let table = iptables::save(family, "nat").map_err(ipt_err)?;

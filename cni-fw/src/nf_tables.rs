@@ -299,6 +299,53 @@ impl NfTables {
     }
 }
 
+/// Deleting a user chain (portmap's and the masquerade's per-container
+/// chains at DEL, instead of an `iptables-save` and an `iptables-restore`
+/// run).
+impl NfTables {
+    /// Deletes `chain` of `table` (this socket's family), with its rules
+    /// and the rules `jumps` ((chain, kernel handle), the rules that jump
+    /// to it, read earlier), in one transaction: all of it, or nothing when
+    /// one of them is gone (`ENOENT`) or another rule came to jump to the
+    /// chain (`EBUSY`).
+    pub fn delete_chain(
+        &mut self,
+        table: &str,
+        chain: &str,
+        jumps: &[(&str, u64)],
+    ) -> Result<(), NetError> {
+        use crate::nfm::RuleOrChain;
+        let mut msgs: Vec<_> = jumps
+            .iter()
+            .map(|(from, handle)| {
+                let del = RuleOrChain::Rule(rule_in(table, from, Some(*handle)));
+                Nfm::nftables(NfTablesMessageType::DeleteRule, self.family, del)
+            })
+            .collect();
+        // A rule deletion naming only the chain flushes it (`-F`), then
+        // the chain goes (`-X`).
+        let flush = RuleOrChain::Rule(rule_in(table, chain, None));
+        msgs.push(Nfm::nftables(
+            NfTablesMessageType::DeleteRule,
+            self.family,
+            flush,
+        ));
+        let del = RuleOrChain::Chain(ChainMessage {
+            attributes: vec![
+                ChainAttribute::Table(table.to_string()),
+                ChainAttribute::Name(chain.to_string()),
+            ],
+        });
+        msgs.push(Nfm::nftables(
+            NfTablesMessageType::DeleteChain,
+            self.family,
+            del,
+        ));
+        let op = format!("delete chain {table} {chain}");
+        crate::nfm::nftables_batch(&mut self.socket, &msgs, 0, &op)
+    }
+}
+
 /// True when chain `chain` exists in nf_tables table `table` of `family`.
 /// A missing table or chain is `false`.
 pub fn chain_exists(
@@ -366,6 +413,42 @@ pub(crate) mod tests {
         .concat();
         let want = vec![get_chain.finish(1).unwrap(), dump.finish(2).unwrap(), batch];
         assert_eq!(got, want);
+    }
+
+    /// A chain deletion is one batch: the jumps to it by handle, the flush
+    /// (a rule deletion naming only the chain), the chain, acknowledged
+    /// once at the end.
+    #[test]
+    fn a_chain_goes_with_its_jumps_in_one_batch() {
+        let mut nf = NfTables {
+            socket: NfSocket::capture("nf_tables"),
+            family: NfFamily::Ip6.into(),
+        };
+        nf.delete_chain("nat", "CNI-DN-x", &[("CNI-HOSTPORT-DNAT", 7)])
+            .unwrap();
+        let got = nf.socket.captured();
+        let edge = |kind| {
+            Request::new(kind, NLM_F_REQUEST, &[0, 0, 0, 10])
+                .finish(1)
+                .unwrap()
+        };
+        let mut jump = Request::new(0x0a08, NLM_F_REQUEST, &[10, 0, 0, 0]);
+        jump.attr(1, &cstr("nat"))
+            .attr(2, &cstr("CNI-HOSTPORT-DNAT"))
+            .attr(3, &7u64.to_be_bytes());
+        let mut flush = Request::new(0x0a08, NLM_F_REQUEST, &[10, 0, 0, 0]);
+        flush.attr(1, &cstr("nat")).attr(2, &cstr("CNI-DN-x"));
+        let mut chain = Request::new(0x0a05, NLM_F_REQUEST | NLM_F_ACK, &[10, 0, 0, 0]);
+        chain.attr(1, &cstr("nat")).attr(3, &cstr("CNI-DN-x"));
+        let batch = [
+            edge(0x10),
+            jump.finish(1).unwrap(),
+            flush.finish(1).unwrap(),
+            chain.finish(1).unwrap(),
+            edge(0x11),
+        ]
+        .concat();
+        assert_eq!(got, vec![batch]);
     }
 
     /// A rule answer as the kernel sends one (attributes after the

@@ -66,6 +66,29 @@ impl NfBody for ControlMessage {
     }
 }
 
+/// A rule or a chain message, for a batch that changes both (a chain
+/// deleted with the rules that jump to it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RuleOrChain {
+    Rule(RuleMessage),
+    Chain(ChainMessage),
+}
+
+impl NfBody for RuleOrChain {
+    fn body_len(&self) -> usize {
+        match self {
+            RuleOrChain::Rule(r) => r.body_len(),
+            RuleOrChain::Chain(c) => c.body_len(),
+        }
+    }
+    fn emit_body(&self, buf: &mut [u8]) {
+        match self {
+            RuleOrChain::Rule(r) => r.emit_body(buf),
+            RuleOrChain::Chain(c) => c.emit_body(buf),
+        }
+    }
+}
+
 /// One nfnetlink request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Nfm<T> {

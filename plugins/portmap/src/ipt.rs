@@ -14,7 +14,9 @@
 //! ```
 //!
 //! Every ADD, DEL and GC is one `iptables-save -t nat` read and at most one
-//! `iptables-restore --noflush -w` transaction per family.
+//! `iptables-restore --noflush -w` transaction per family; with iptables-nft,
+//! DEL is one nf_tables transaction over netlink instead (the entries that
+//! jump to the container's chain, found by kernel handle, and the chain).
 
 use crate::config::{Conf, Mapping, Proto};
 use cni_fw::hash::{chain_name_with_prefix, go_quote};
@@ -417,12 +419,6 @@ pub fn del_fast_lines(conf: &Conf, container_id: &str, v6: bool) -> Vec<String> 
     lines
 }
 
-/// [`iptables::chain_surely_absent`] for the `nat` table. An old `CNI-SN-`
-/// chain without a `CNI-DN-` one is not looked for on this path.
-fn chain_surely_absent(v6: bool, chain: &str) -> bool {
-    iptables::chain_surely_absent(family(v6), TABLE, chain)
-}
-
 /// True when a restore failed on the line after `*nat`, its first command.
 fn failed_at_first_command(stderr: &str) -> bool {
     // iptables-nft: "Error occurred at line: 2"; legacy: "line 2 failed".
@@ -443,7 +439,15 @@ pub fn del_in(conf: &Conf, container_id: &str, v6s: &[bool]) -> Result<(), CniEr
     let network = conf.network.as_str();
     let mut unusable = Vec::new();
     for &v6 in v6s {
-        if chain_surely_absent(v6, &dnat_chain(network, container_id)) {
+        // With iptables-nft: the chain and its entries over netlink, in
+        // one transaction, no tool run under the lock. An old `CNI-SN-`
+        // chain without a `CNI-DN-` one is not looked for on this path.
+        if iptables::nft_delete_chain(
+            family(v6),
+            TABLE,
+            &dnat_chain(network, container_id),
+            DNAT_CHAIN,
+        ) {
             continue;
         }
         match iptables::restore(family(v6), TABLE, &del_fast_lines(conf, container_id, v6)) {
