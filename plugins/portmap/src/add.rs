@@ -20,22 +20,34 @@ fn enable_localnet_routing(ip: std::net::IpAddr) -> Result<(), CniError> {
 }
 
 /// The rules of ADD, family by family with iptables (pushing each family
-/// written onto `written`), both in one transaction with nftables.
+/// written onto `written`), both in one transaction with nftables. The
+/// portmap lock is taken into `held` when a step needs it: iptables' fast
+/// transaction does not (see [`ipt::add_fast`]), so that in the common
+/// case no ADD waits for another one's `iptables-restore`.
 fn add_rules(
     conf: &Conf,
     backend: Backend,
     args: &CmdArgs,
     addrs: &[IpNetwork],
     written: &mut Vec<bool>,
+    held: &mut Option<Option<cni_lock::Lock>>,
 ) -> Result<(), CniError> {
     match backend {
         Backend::Iptables => {
             for addr in addrs {
-                ipt::add(conf, &args.container_id, *addr)?;
+                if !ipt::add_fast(conf, &args.container_id, *addr) {
+                    if held.is_none() {
+                        *held = Some(lock()?);
+                    }
+                    ipt::add(conf, &args.container_id, *addr)?;
+                }
                 written.push(addr.is_ipv6());
             }
         }
         Backend::Nftables => {
+            if held.is_none() {
+                *held = Some(lock()?);
+            }
             nft::add(conf, &args.container_id, addrs)?;
             written.extend(addrs.iter().map(|a| a.is_ipv6()));
         }
@@ -71,14 +83,20 @@ pub fn add(args: &CmdArgs) -> CmdResult {
     let (v4, v6) = config::container_addrs(&prev, &args.ifname);
     let addrs = addrs_of(v4, v6);
     let backend = resolve(&conf).map_err(|e| e.context("failed to parse config"))?;
-    let _lock = lock()?;
+    // The lock, once a step has taken it (kept to the end of ADD).
+    let mut held = None;
     // The families whose rules this ADD wrote (`true`: IPv6): undone
     // when a later step fails, so that a failed ADD leaves nothing.
     let mut written: Vec<bool> = Vec::new();
-    if let Err(e) = add_rules(&conf, backend, args, &addrs, &mut written)
+    if let Err(e) = add_rules(&conf, backend, args, &addrs, &mut written, &mut held)
         .and_then(|()| after_rules(&conf, v4, v6))
     {
         if !written.is_empty() {
+            // Undone under the lock, whether or not the ADD took it.
+            let _undo = match &held {
+                Some(_) => None,
+                None => lock().ok(),
+            };
             let undone = match backend {
                 Backend::Iptables => ipt::del_in(&conf, &args.container_id, &written),
                 Backend::Nftables => nft::del(&conf.network, &args.container_id),

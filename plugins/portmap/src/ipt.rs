@@ -354,9 +354,14 @@ fn shared_ready_nft(conf: &Conf, v6: bool) -> Option<bool> {
     Some(true)
 }
 
-/// Sets up forwarding to `addr` (one family): the fast transaction when it
-/// applies, else a read of the table and one transaction computed from it.
-pub fn add(conf: &Conf, container_id: &str, addr: IpNetwork) -> Result<(), CniError> {
+/// Sets up forwarding to `addr` (one family) with the fast transaction,
+/// when it applies: true when done. It needs no lock: it only creates the
+/// container's own chain (`-N`, which fails when the chain exists) and
+/// appends to it and to the shared DNAT chain, all in one transaction that
+/// fails as a whole (changing nothing) when the shared chains are not as
+/// it expects; iptables-nft retries a transaction that raced another one
+/// and legacy iptables takes the xtables lock (`-w`).
+pub fn add_fast(conf: &Conf, container_id: &str, addr: IpNetwork) -> bool {
     let v6 = addr.is_ipv6();
     let fast = if iptables::is_nft_variant(family(v6)) {
         (shared_ready_nft(conf, v6) == Some(true))
@@ -364,12 +369,22 @@ pub fn add(conf: &Conf, container_id: &str, addr: IpNetwork) -> Result<(), CniEr
     } else {
         Some(add_fast_lines(conf, container_id, addr, true))
     };
-    if let Some(lines) = fast {
-        match restore(v6, &lines) {
-            Ok(()) => return Ok(()),
-            Err(e) => log::debug!("fast path not taken: {}", e.msg),
+    match fast.map(|lines| restore(v6, &lines)) {
+        Some(Ok(())) => true,
+        Some(Err(e)) => {
+            log::debug!("fast path not taken: {}", e.msg);
+            false
         }
+        None => false,
     }
+}
+
+/// Sets up forwarding to `addr` (one family) from a read of the table: one
+/// transaction computed from it (creating the shared chains where they are
+/// missing). Under the portmap lock, which serialises this
+/// read-modify-write.
+pub fn add(conf: &Conf, container_id: &str, addr: IpNetwork) -> Result<(), CniError> {
+    let v6 = addr.is_ipv6();
     let table = save(v6).map_err(|e| e.context("failed to open iptables"))?;
     restore(v6, &add_lines(conf, container_id, addr, &table))
         .map_err(|e| e.context("unable to set up iptables rules for port mappings"))
