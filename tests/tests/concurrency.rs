@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{Out, cni_env, diff, run_plugin, say, snapshot};
+use common::{Out, cni_env, diff, reservations, run_plugin, say, snapshot};
 use rcni_tests::tempdir::TempDir;
 use rcni_tests::{FIREWALL_TOOLS, Netns, bin, skip_unless, skip_unless_root, unique};
 use serde_json::{Value, json};
@@ -62,17 +62,7 @@ impl Net {
     }
 
     fn reservations(&self) -> usize {
-        std::fs::read_dir(&self.net_dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .parse::<std::net::IpAddr>()
-                    .is_ok()
-            })
-            .count()
+        reservations(&self.net_dir)
     }
 }
 

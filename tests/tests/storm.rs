@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::{diff, say, snapshot};
+use common::{diff, reservations, say, snapshot};
 use rcni_tests::tempdir::TempDir;
 use rcni_tests::{FIREWALL_TOOLS, Netns, bin_dir, skip_unless, unique};
 use serde_json::json;
@@ -133,18 +133,17 @@ impl Node {
 
     /// host-local's reservation files.
     fn reservations(&self, name: &str) -> usize {
-        std::fs::read_dir(self.dir.join("ipam").join(name))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .parse::<std::net::IpAddr>()
-                    .is_ok()
-            })
-            .count()
+        reservations(&self.dir.join("ipam").join(name))
     }
+}
+
+/// The pods whose ADD or DEL failed, with the error.
+fn failed<T>(outcomes: &[Result<T, cni_runtime::CniError>]) -> Vec<String> {
+    outcomes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.as_ref().err().map(|e| format!("pod {i}: {e:?}")))
+        .collect()
 }
 
 /// A snapshot without MAC addresses (two nodes' bridges differ in that
@@ -180,20 +179,12 @@ fn cold_start(test: &str, kubernetes: bool, subnet: &str) {
     let node = Node::new(&name, &bridge, subnet, kubernetes);
     let pods: Vec<Netns> = (0..PODS).map(|_| Netns::new("stc")).collect();
     let adds = node.storm(&pods, true, kubernetes);
-    let add_errs: Vec<String> = adds
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| r.as_ref().err().map(|e| format!("pod {i}: {e:?}")))
-        .collect();
+    let add_errs = failed(&adds);
     let ips: Vec<String> = adds.iter().flatten().flatten().cloned().collect();
     let distinct: BTreeSet<&String> = ips.iter().collect();
     let reserved = node.reservations(&name);
     let dels = node.storm(&pods, false, kubernetes);
-    let del_errs: Vec<String> = dels
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| r.as_ref().err().map(|e| format!("pod {i}: {e:?}")))
-        .collect();
+    let del_errs = failed(&dels);
     let left = diff(&expected, &state(&node.host));
     say(&format!(
         "storm: {PODS} ADDs at once on a fresh node ({}): {} failed, {} addresses ({} distinct), \

@@ -245,6 +245,22 @@ pub fn diff(before: &[String], after: &[String]) -> Vec<String> {
     d
 }
 
+/// How many addresses host-local holds in the network directory `net_dir`
+/// (its files named by an address).
+pub fn reservations(net_dir: &Path) -> usize {
+    std::fs::read_dir(net_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .parse::<std::net::IpAddr>()
+                .is_ok()
+        })
+        .count()
+}
+
 /// Every file under `dir` (recursively), as paths relative to it.
 pub fn files_under(dir: &Path) -> Vec<String> {
     fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
