@@ -1553,6 +1553,9 @@ fn hostile_firewall() {
             Kind::Str,
             vec![
                 json!("hx+"),
+                json!("hx+1"),
+                json!("a\\b"),
+                json!("a/b"),
                 json!("a b"),
                 json!("MARK\n-A INPUT -j DROP"),
                 json!("0123456789abcdef"),

@@ -527,3 +527,48 @@ fn par_portmap_chain_and_tokens_like_go() {
         p.run(&go, "ADD", &conf(extra)).ok();
     }
 }
+
+/// firewall's isolation rules name the bridge of prevResult's first
+/// interface: names with `#` or non-ASCII letters, which ours refused,
+/// make the same rules of both families as the reference's (v1.9.1's
+/// comment on the shared rules, `same-bridge|isolated`, read as v1.1.1's);
+/// a `+`, which iptables reads as a wildcard, is still refused by ours
+/// and taken by the reference's.
+#[test]
+fn par_firewall_bridge_names_like_go() {
+    if rcni_tests::skip_unless(
+        "parity::par_firewall_bridge_names_like_go",
+        rcni_tests::FIREWALL_TOOLS,
+    ) {
+        return;
+    }
+    let conf = |bridge: &str| {
+        let mut prev = prev_result(&["10.163.2.2/24".into(), "fd63:2::2/64".into()]);
+        prev["interfaces"] = json!([{"name": bridge}, {"name": "eth0", "sandbox": "/x"}]);
+        for ip in prev["ips"].as_array_mut().unwrap() {
+            ip["interface"] = json!(1);
+        }
+        json!({
+            "cniVersion": "1.0.0", "name": "parnet", "type": "firewall",
+            "backend": "iptables", "ingressPolicy": "same-bridge",
+            "prevResult": prev,
+        })
+    };
+    let look = |p: &Pair| filter_rules(p).replace("same-bridge|isolated", "same-bridge");
+    for bridge in ["par#br", "parbrü0"] {
+        let got = same_outcome("firewall", &conf(bridge), true, |_| {}, look);
+        assert!(got.ok && got.check == Some(true), "{bridge}: {got:?}");
+        assert!(
+            got.state.contains(&format!("-o {bridge} -m comment")),
+            "{bridge}: {}",
+            got.state
+        );
+    }
+    let [ours, go] = both("firewall");
+    let p = Pair::new();
+    let out = p.run(&ours, "ADD", &conf("parbr+"));
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(filter_rules(&p), filter_rules(&Pair::new()));
+    let p = Pair::new();
+    p.run(&go, "ADD", &conf("parbr+")).ok();
+}

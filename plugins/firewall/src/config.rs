@@ -177,15 +177,18 @@ pub fn bridge_name(prev: &CniResult, policy: IngressPolicy) -> Result<String, Cn
     if name.is_empty() {
         return Err(CniError::invalid_config("got empty bridge name"));
     }
+    // An interface name (the kernel's: no '/' or ':') that iptables-restore
+    // reads as one word, and without '+', which iptables reads as a
+    // wildcard.
+    // 15: IFNAMSIZ less the NUL.
     let ok = name.len() <= 15
         && name != "."
         && name != ".."
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.-@".contains(&b));
+        && cni_fw::iptables::is_chain_word(name)
+        && !name.contains(['/', ':', '+']);
     if !ok {
         return Err(CniError::invalid_config(format!(
-            "invalid bridge name {name:?} in prevResult: must be 1-15 characters of letters, digits, '_', '.', '-', '@'"
+            "invalid bridge name {name:?} in prevResult: must be an interface name of 1-15 bytes without white space, control characters, quotes, backslashes, '/', ':' or '+', not starting with '-' or '!'"
         )));
     }
     Ok(name.clone())
@@ -297,7 +300,26 @@ mod tests {
                 .msg
                 .starts_with("interface needs to be set for ingress policy \"same-bridge\"")
         );
-        for bad in ["br+", "a b", "x\"", "0123456789abcdef", "br\\n"] {
+        // What the reference passes to iptables as it is: any name iptables
+        // reads as an interface, one word to iptables-restore.
+        for good in ["par#br", "brü0", "br-x!", "br@0.1"] {
+            let p = prev(&format!(
+                r#"{{"cniVersion":"1.0.0","interfaces":[{{"name":{good:?}}}]}}"#
+            ));
+            assert_eq!(bridge_name(&p, IngressPolicy::Isolated).unwrap(), good);
+        }
+        for bad in [
+            "br+",
+            "br+x",
+            "a b",
+            "x\"",
+            "0123456789abcdef",
+            "br\n",
+            "a/b",
+            "a:b",
+            "-br",
+            "a\\b",
+        ] {
             let p = prev(&format!(
                 r#"{{"cniVersion":"1.0.0","interfaces":[{{"name":{bad:?}}}]}}"#
             ));
