@@ -176,10 +176,10 @@ pub fn ipam_start(command: Command, args: &CmdArgs) -> Result<Running, CniError>
 }
 
 /// Whether a main plugin's IPAM may use the container's link, which orders
-/// IPAM ADD around the link's creation. The one place that decides it, for
-/// every plugin that puts a link in the container (link_plugin's kinds and
-/// host-device, bridge). DEL runs IPAM DEL first for every type
-/// ([`del_ipam_and_link`]).
+/// IPAM ADD around the link's creation and IPAM DEL around its removal
+/// ([`del_ipam_and_link`]). The one place that decides it, for every
+/// plugin that puts a link in the container (link_plugin's kinds and
+/// host-device, bridge, ptp).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IpamLink {
     /// The IPAM may use the link (dhcp sends and listens on it), or rcni
@@ -187,7 +187,7 @@ pub enum IpamLink {
     /// Go reference's order. Every IPAM type but the two below.
     Needed,
     /// `host-local` and `static` (files and pure computation): IPAM ADD
-    /// runs while the link is made.
+    /// runs while the link is made, IPAM DEL while it is removed.
     Unused,
 }
 
@@ -246,24 +246,34 @@ impl IpamAdd {
     }
 }
 
-/// DEL's IPAM and link steps: IPAM DEL (when `ipam`) to its end, then
-/// `remove_link`, as in the Go reference: an IPAM may need the link to
-/// give its address back (dhcp sends its DHCPRELEASE from it). Running
-/// them side by side for host-local and static, which never use the link,
-/// did not pay in `scripts/bench` (bridge, ptp and macvlan DEL within
-/// noise of this order). Both always run; each one's outcome comes back
-/// (IPAM's first) for the caller to report together.
+/// DEL's IPAM and link steps. An IPAM that may use the link
+/// ([`IpamLink::Needed`]: dhcp sends its DHCPRELEASE from it, and any type
+/// rcni does not know) runs its DEL to its end before `remove_link`, as in
+/// the Go reference's link plugins. host-local and static
+/// ([`IpamLink::Unused`]) never touch the link: their DEL runs while the
+/// link is removed, whose deletion is mostly the kernel waiting for RCU
+/// grace periods, so the child's run is hidden behind it rather than added
+/// to it. Both always run; each one's outcome comes back (IPAM's first)
+/// for the caller to report together.
 pub fn del_ipam_and_link<T>(
     args: &CmdArgs,
     ipam: bool,
     remove_link: impl FnOnce() -> T,
 ) -> (Result<(), CniError>, T) {
-    let ipam = if ipam {
-        ipam_run(Command::Del, args)
-    } else {
-        Ok(())
-    };
-    (ipam, remove_link())
+    if !ipam {
+        return (Ok(()), remove_link());
+    }
+    match IpamLink::of(args) {
+        IpamLink::Needed => {
+            let ipam = ipam_run(Command::Del, args);
+            (ipam, remove_link())
+        }
+        IpamLink::Unused => {
+            let running = ipam_start(Command::Del, args);
+            let link = remove_link();
+            (running.and_then(|r| r.wait()).map(|_| ()), link)
+        }
+    }
 }
 
 fn ipam_type(args: &CmdArgs) -> Result<&str, CniError> {
@@ -336,24 +346,63 @@ mod tests {
     }
 
     #[test]
-    fn del_finishes_ipam_del_before_removing_the_link() {
-        for kind in ["dhcp", "host-local"] {
+    fn del_finishes_an_ipam_del_that_may_need_the_link_before_removing_it() {
+        for kind in ["dhcp", "whereabouts"] {
             let dir = fake_ipam(kind);
             let a = with_ipam(args(&[dir.to_str().unwrap()]), kind);
             let (ipam, saw_done) = del_ipam_and_link(&a, true, || dir.join("done").exists());
             ipam.unwrap();
             assert!(saw_done, "{kind}: IPAM DEL had finished");
-            assert!(dir.join("done").exists(), "{kind}: IPAM DEL ran");
             // Without IPAM only the link step runs.
             let (ipam, ran) = del_ipam_and_link(&a, false, || true);
             assert!(ipam.is_ok() && ran);
             std::fs::remove_dir_all(&dir).unwrap();
         }
         // An IPAM DEL that fails still lets the link go; both outcomes return.
-        let a = with_ipam(args(&["/nonexistent"]), "dhcp");
+        for kind in ["dhcp", "host-local"] {
+            let a = with_ipam(args(&["/nonexistent"]), kind);
+            let (ipam, ran) = del_ipam_and_link(&a, true, || true);
+            assert!(ipam.unwrap_err().msg.starts_with("failed to find plugin"));
+            assert!(ran);
+        }
+    }
+
+    #[test]
+    fn del_runs_an_ipam_del_that_needs_no_link_beside_the_removal_and_waits_for_it() {
+        for kind in ["host-local", "static"] {
+            let dir = fake_ipam(kind);
+            let a = with_ipam(args(&[dir.to_str().unwrap()]), kind);
+            // The fake sleeps 0.3 s: the link step runs meanwhile, and the
+            // IPAM DEL has finished when the call returns.
+            let (ipam, saw_done) = del_ipam_and_link(&a, true, || dir.join("done").exists());
+            ipam.unwrap();
+            assert!(!saw_done, "{kind}: the link step waited for IPAM DEL");
+            assert!(
+                dir.join("done").exists(),
+                "{kind}: IPAM DEL had not finished"
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        // Its failure comes back as its own error, beside the link's outcome.
+        let dir = std::env::temp_dir().join(format!("cni-skel-delfail-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("host-local");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho '{\"code\":11,\"msg\":\"df_nope\"}'\nexit 1\n",
+        )
+        .unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let a = with_ipam(args(&[dir.to_str().unwrap()]), "host-local");
         let (ipam, ran) = del_ipam_and_link(&a, true, || true);
-        assert!(ipam.unwrap_err().msg.starts_with("failed to find plugin"));
+        let e = ipam.unwrap_err();
+        assert_eq!((e.code, e.msg.as_str()), (11, "df_nope"));
         assert!(ran);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
