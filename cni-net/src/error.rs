@@ -203,14 +203,6 @@ impl std::error::Error for NetError {
     }
 }
 
-/// Kernel and namespace errors are plain plugin errors for the runtime:
-/// code 999 (Go's `ErrInternal`) with the message above.
-impl From<NetError> for cni_skel::CniError {
-    fn from(e: NetError) -> Self {
-        cni_skel::CniError::internal(e.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,12 +231,6 @@ mod tests {
             "create veth vethab12cd34 <-> eth0: File exists (os error 17)"
         );
         assert!(e.is_exists() && !e.is_not_found());
-        let c: cni_skel::CniError = e.into();
-        assert_eq!(c.code, 999);
-        assert_eq!(
-            c.msg,
-            "create veth vethab12cd34 <-> eth0: File exists (os error 17)"
-        );
         assert!(NetError::errno("del link", libc_errno::ENODEV).is_not_found());
         assert_eq!(NetError::other("parse mac", "bad").raw_errno(), None);
         let e = NetError::kernel("create link x", 95, Some("Unknown device type".into()));

@@ -30,8 +30,6 @@ pub const THREAD_SELF_NS: &str = "/proc/thread-self/ns/net";
 pub struct NetNs {
     file: File,
     path: PathBuf,
-    /// The namespace's lock, when it was opened locked.
-    lock: Option<cni_lock::Lock>,
 }
 
 impl NetNs {
@@ -69,7 +67,6 @@ impl NetNs {
         Ok(NetNs {
             file,
             path: path.to_path_buf(),
-            lock: None,
         })
     }
 
@@ -82,29 +79,6 @@ impl NetNs {
             Err(e) if e.is_ns_not_found() => Ok(None),
             Err(e) => Err(e),
         }
-    }
-
-    /// [`NetNs::open_if_present`], then locked until the handle is dropped:
-    /// plugins that change shared state inside one container namespace
-    /// (sbr's tables, vrf's devices) exclude each other. The lock is
-    /// `cni_lock::netns` of the namespace's device and inode, a file only
-    /// root can open; never the namespace file itself, which any user can
-    /// open (`/run/netns/<name>` is 0444) and a container can too (its own
-    /// `/proc/self/ns/net`), and so hold forever. (Go's vrf and sbr flock
-    /// the namespace file: ours no longer exclude theirs.) A lock not
-    /// granted within `RCNI_LOCK_TIMEOUT` is an error naming the lock file.
-    pub fn open_locked_if_present(
-        path: impl AsRef<Path>,
-    ) -> Result<Option<NetNs>, cni_skel::CniError> {
-        let Some(mut ns) = NetNs::open_if_present(path)? else {
-            return Ok(None);
-        };
-        let meta = ns
-            .file
-            .metadata()
-            .map_err(|e| NetError::io(format!("stat {}", ns.path.display()), e))?;
-        ns.lock = cni_lock::netns(meta.dev(), meta.ino())?;
-        Ok(Some(ns))
     }
 
     /// The calling thread's network namespace.
@@ -146,7 +120,17 @@ impl NetNs {
     /// The namespace's identity (device and inode of its nsfs file): equal
     /// for two handles of one namespace, also across processes.
     pub fn id(&self) -> Option<(u64, u64)> {
-        self.file.metadata().ok().map(|m| (m.dev(), m.ino()))
+        self.stat_id().ok()
+    }
+
+    /// [`NetNs::id`], or why the namespace's file could not be read
+    /// (`stat <path>: …`).
+    pub fn stat_id(&self) -> Result<(u64, u64), NetError> {
+        let meta = self
+            .file
+            .metadata()
+            .map_err(|e| NetError::io(format!("stat {}", self.path.display()), e))?;
+        Ok((meta.dev(), meta.ino()))
     }
 
     /// The kernel's cookie of this namespace (`SO_NETNS_COOKIE`, Linux
@@ -294,11 +278,6 @@ mod tests {
         );
         assert!(
             NetNs::open_if_present("/nonexistent/netns")
-                .unwrap()
-                .is_none()
-        );
-        assert!(
-            NetNs::open_locked_if_present("/nonexistent/netns")
                 .unwrap()
                 .is_none()
         );

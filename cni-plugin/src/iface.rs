@@ -3,6 +3,7 @@
 //! `ConfigureIface`), forwarding sysctls, and CHECK's comparison of a
 //! `prevResult` with the kernel.
 
+use crate::NetResult;
 use cni_net::{IpFamily, Link, Mac, NetError, NetNs, Netlink, Route, sysctl};
 use cni_skel::{CniError, CniResult};
 use ipnetwork::IpNetwork;
@@ -73,7 +74,7 @@ pub fn setup_veth_host_up(
     opts: VethSetup<'_>,
     host_up: bool,
 ) -> Result<VethPair, CniError> {
-    if ns_nl.link_by_name(opts.ifname)?.is_some() {
+    if ns_nl.link_by_name(opts.ifname).cni()?.is_some() {
         return Err(CniError::internal(format!(
             "container veth name provided ({}) already exists",
             opts.ifname
@@ -97,11 +98,11 @@ pub fn setup_veth_host_up(
                 // Router advertisements on the host end would configure the
                 // host from a container; the reference ignores failures here.
                 let _ = sysctl::write(&format!("net/ipv6/conf/{host_name}/accept_ra"), "0");
-                let container = ns_nl.must_link(opts.ifname)?;
+                let container = ns_nl.must_link(opts.ifname).cni()?;
                 return Ok(VethPair { host, container });
             }
             Err(e) if e.is_exists() => {
-                if ns_nl.link_by_name(opts.ifname)?.is_some() {
+                if ns_nl.link_by_name(opts.ifname).cni()?.is_some() {
                     return Err(CniError::internal(format!(
                         "container veth name provided ({}) already exists",
                         opts.ifname
@@ -109,7 +110,7 @@ pub fn setup_veth_host_up(
                 }
                 last_err = Some(e);
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(crate::net_error(e)),
         }
     }
     Err(match last_err {
@@ -150,7 +151,7 @@ pub fn configure_iface(
     ifname: &str,
     result: &CniResult,
 ) -> Result<(), CniError> {
-    let link = nl.must_link(ifname)?;
+    let link = nl.must_link(ifname).cni()?;
     configure_iface_with(ns, nl, &link, result)
 }
 
@@ -176,7 +177,9 @@ pub fn configure_iface_with(
             // Keep the v6 addresses when the link goes down (as the reference).
             let _ = sysctl::write(&format!("net/ipv6/conf/{ifname}/keep_addr_on_down"), "1");
             Ok(())
-        })??;
+        })
+        .cni()?
+        .cni()?;
     }
     let mut v4gw = None;
     let mut v6gw = None;
@@ -240,7 +243,7 @@ pub fn kernel_route(r: &cni_skel::Route, gw: Option<IpAddr>, oif: u32) -> Route 
 pub fn settle_dad(nl: &Netlink, link: &Link, timeout: Duration) -> Result<(), CniError> {
     let start = Instant::now();
     loop {
-        let addrs = nl.addrs(link, Some(IpFamily::V6))?;
+        let addrs = nl.addrs(link, Some(IpFamily::V6)).cni()?;
         if let Some(a) = addrs.iter().find(|a| a.dad_failed) {
             return Err(CniError::internal(format!(
                 "failed to settle address {} on {}: DAD failed",
@@ -250,7 +253,7 @@ pub fn settle_dad(nl: &Netlink, link: &Link, timeout: Duration) -> Result<(), Cn
         if !addrs.iter().any(|a| a.tentative) {
             return Ok(());
         }
-        let now = nl.link_by_index(link.index)?.ok_or_else(|| {
+        let now = nl.link_by_index(link.index).cni()?.ok_or_else(|| {
             CniError::internal(format!(
                 "failed to settle addresses on {}: link gone",
                 link.name
@@ -281,22 +284,22 @@ pub fn enable_forwarding(result: &CniResult) -> Result<(), CniError> {
     let v4 = result.ips.iter().any(|i| i.address.is_ipv4());
     let v6 = result.ips.iter().any(|i| i.address.is_ipv6());
     if v4 {
-        sysctl::write("net/ipv4/ip_forward", "1")?;
+        sysctl::write("net/ipv4/ip_forward", "1").cni()?;
     }
     if v6 {
-        sysctl::write("net/ipv6/conf/all/forwarding", "1")?;
+        sysctl::write("net/ipv6/conf/all/forwarding", "1").cni()?;
     }
     Ok(())
 }
 
 /// CHECK: every address `prevResult` gives `ifname` is on the link.
 pub fn check_addresses(nl: &Netlink, ifname: &str, result: &CniResult) -> Result<(), CniError> {
-    let link = nl.link_by_name(ifname)?.ok_or_else(|| {
+    let link = nl.link_by_name(ifname).cni()?.ok_or_else(|| {
         CniError::internal(format!(
             "CNI created interface in container {ifname} not found"
         ))
     })?;
-    let present = nl.addrs(&link, None)?;
+    let present = nl.addrs(&link, None).cni()?;
     for want in addresses_for(result, ifname)? {
         if !present.iter().any(|a| a.address == want.address) {
             return Err(CniError::internal(format!(
@@ -320,13 +323,14 @@ pub fn check_routes(nl: &Netlink, result: &CniResult) -> Result<(), CniError> {
         let dst = IpNetwork::new(want.dst.network(), want.dst.prefix()).unwrap_or(want.dst);
         let matches =
             |r: &Route| r.dst_network() == dst && (want.gw.is_none() || r.gateway == want.gw);
-        let mut found = nl.routes(family, want.table)?.iter().any(matches);
+        let mut found = nl.routes(family, want.table).cni()?.iter().any(matches);
         // A route of the main table may have moved with a later plugin of
         // the chain: sbr copies it into a per-address table, a VRF into its
         // own. Any table but local counts then.
         if !found && want.table.is_none() {
             found = nl
-                .routes_all_tables(family)?
+                .routes_all_tables(family)
+                .cni()?
                 .iter()
                 .any(|r| r.table != Some(TABLE_LOCAL) && matches(r));
         }

@@ -8,6 +8,7 @@
 //! Each plugin keeps only its config and its [`ChildKind`]; the keys the
 //! plugins making a child of a parent share are [`ChildConf`].
 
+use crate::NetResult;
 use crate::iface::{check_addresses, check_routes, configure_iface_with, random_veth_name};
 use crate::rollback::Rollback;
 use cni_net::{ChildKind, ChildOpts, IpFamily, Link, Mac, NetNs, Netlink, sysctl};
@@ -33,8 +34,8 @@ impl Ctx {
     /// Opens `CNI_NETNS` (`failed to open netns "<path>": …`) and both handles.
     pub fn open(args: &CmdArgs) -> Result<Ctx, CniError> {
         let ns = open_netns(args)?;
-        let ns_nl = Netlink::for_ns(&ns)?;
-        let host_nl = Netlink::host()?;
+        let ns_nl = Netlink::for_ns(&ns).cni()?;
+        let host_nl = Netlink::host().cni()?;
         Ok(Ctx { ns, ns_nl, host_nl })
     }
 
@@ -69,7 +70,7 @@ pub fn open_netns(args: &CmdArgs) -> Result<NetNs, CniError> {
 /// picks it.
 pub fn resolve_master(nl: &Netlink, name: Option<&str>) -> Result<Link, CniError> {
     match name {
-        Some(n) => nl.link_by_name(n)?.ok_or_else(|| {
+        Some(n) => nl.link_by_name(n).cni()?.ok_or_else(|| {
             CniError::internal(format!("failed to lookup master {n:?}: Link not found"))
         }),
         None => default_route_link(nl),
@@ -78,7 +79,7 @@ pub fn resolve_master(nl: &Netlink, name: Option<&str>) -> Result<Link, CniError
 
 fn default_route_link(nl: &Netlink) -> Result<Link, CniError> {
     for family in [IpFamily::V4, IpFamily::V6] {
-        for r in nl.routes(family, None)? {
+        for r in nl.routes(family, None).cni()? {
             if r.dst.prefix() != 0 {
                 continue;
             }
@@ -88,7 +89,7 @@ fn default_route_link(nl: &Netlink) -> Result<Link, CniError> {
                     "default route has no single interface (multipath)",
                 ));
             };
-            return nl.link_by_index(oif)?.ok_or_else(|| {
+            return nl.link_by_index(oif).cni()?.ok_or_else(|| {
                 CniError::internal(format!(
                     "failed to lookup default route interface {oif}: Link not found"
                 ))
@@ -254,7 +255,7 @@ pub fn add(
         addressing,
         opts,
         || create_in_container(args, cx, new),
-        |link| Ok(cx.ns_nl.del_link(link)?),
+        |link| cx.ns_nl.del_link(link).cni(),
     )
 }
 
@@ -355,9 +356,9 @@ fn create_in_container(args: &CmdArgs, cx: &Ctx, new: &NewLink<'_>) -> Result<Li
         CniError::internal(format!("failed to create {what}: {}", e.reason()))
     };
     match create(ifname) {
-        Ok(()) => return Ok(cx.ns_nl.must_link(ifname)?),
+        Ok(()) => return cx.ns_nl.must_link(ifname).cni(),
         Err(e) if e.is_exists() => {
-            if new.in_container || cx.ns_nl.link_by_name(ifname)?.is_some() {
+            if new.in_container || cx.ns_nl.link_by_name(ifname).cni()?.is_some() {
                 return Err(CniError::internal(format!(
                     "failed to create {what} {ifname:?} in the container: file exists"
                 )));
@@ -380,7 +381,7 @@ fn create_in_container(args: &CmdArgs, cx: &Ctx, new: &NewLink<'_>) -> Result<Li
     let temp = temp.ok_or_else(|| {
         CniError::internal(format!("failed to create {what}: no free temporary name"))
     })?;
-    let link = cx.ns_nl.must_link(&temp)?;
+    let link = cx.ns_nl.must_link(&temp).cni()?;
     if let Err(e) = cx.ns_nl.set_name(&link, ifname) {
         undo_link(cx, &link);
         return Err(CniError::internal(format!(
@@ -388,7 +389,7 @@ fn create_in_container(args: &CmdArgs, cx: &Ctx, new: &NewLink<'_>) -> Result<Li
             e.reason()
         )));
     }
-    Ok(cx.ns_nl.must_link(ifname)?)
+    cx.ns_nl.must_link(ifname).cni()
 }
 
 /// The "configure" half of ADD, on a link already in the container:
@@ -489,7 +490,7 @@ fn del_in(path: &std::path::Path, ifname: &str, kind: Option<&str>) -> Result<()
             None => Ok(()),
         }
     };
-    let Some(ns) = NetNs::open_if_present(path)? else {
+    let Some(ns) = NetNs::open_if_present(path).cni()? else {
         return Ok(());
     };
     Netlink::for_ns(&ns).and_then(del).map_err(|e| {
@@ -563,7 +564,7 @@ pub fn check(args: &CmdArgs, cx: &Ctx, ipam: bool, expect: &Expect) -> Result<()
 /// the expected kind and mode, with the recorded MAC, up if required.
 pub fn check_link(cx: &Ctx, intf: &Interface, expect: &Expect) -> Result<Link, CniError> {
     let name = &intf.name;
-    let link = cx.ns_nl.link_by_name(name)?.ok_or_else(|| {
+    let link = cx.ns_nl.link_by_name(name).cni()?.ok_or_else(|| {
         CniError::internal(format!(
             "Container Interface name in prevResult: {name} not found"
         ))
@@ -576,7 +577,7 @@ pub fn check_link(cx: &Ctx, intf: &Interface, expect: &Expect) -> Result<Link, C
         )));
     }
     if let Some(want) = expect.data {
-        let have = cx.ns_nl.link_extras(link.index)?.and_then(|x| x.kind);
+        let have = cx.ns_nl.link_extras(link.index).cni()?.and_then(|x| x.kind);
         if let Some(msg) = data_mismatch(name, have, want) {
             return Err(CniError::internal(msg));
         }
@@ -628,8 +629,8 @@ fn data_mismatch(name: &str, have: Option<ChildKind>, want: ChildKind) -> Option
 /// IPAM plugin is configured.
 pub fn status(args: &CmdArgs, master: Option<&str>) -> Result<(), CniError> {
     if let Some(m) = master {
-        let nl = Netlink::host()?;
-        if nl.link_by_name(m)?.is_none() {
+        let nl = Netlink::host().cni()?;
+        if nl.link_by_name(m).cni()?.is_none() {
             return Err(CniError::new(
                 code::PLUGIN_NOT_AVAILABLE,
                 format!("master {m:?} not found"),

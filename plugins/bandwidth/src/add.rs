@@ -5,6 +5,7 @@
 use crate::config::{self, Conf};
 use crate::{host, ifb};
 use cni_net::{Link, Netlink, tc};
+use cni_plugin::NetResult;
 use cni_plugin::rollback::Rollback;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Interface, Output};
 
@@ -23,7 +24,7 @@ pub fn add(args: &CmdArgs) -> CmdResult {
     }
     let mut result = prev.ok_or_else(|| CniError::internal("must be called as chained plugin"))?;
     let ns = host::open_netns(args.netns.as_deref())?;
-    let nl = Netlink::host()?;
+    let nl = Netlink::host().cni()?;
     let veth = host::find(&result, &args.ifname, &ns, &nl)?;
     let mut undo = Rollback::default();
     match shape(&conf, args, &nl, &veth, &mut undo, &mut result) {
@@ -49,7 +50,7 @@ fn shape<'a>(
     if let Some(t) = conf.ingress {
         nl.add_tbf(veth, &t.into())
             .map_err(|e| CniError::internal(format!("create qdisc: {e}")))?;
-        undo.push("ingress tbf", || Ok(nl.del_root_qdisc(veth)?));
+        undo.push("ingress tbf", || nl.del_root_qdisc(veth).cni());
     }
     let Some(t) = conf.egress else {
         return Ok(());
@@ -59,7 +60,7 @@ fn shape<'a>(
     let dev = nl
         .create_ifb(&name, veth.mtu, alias.as_deref())
         .map_err(|e| CniError::internal(format!("adding link: {e}")))?;
-    undo.push("ifb", move || Ok(nl.del_link_by_name(&name).map(|_| ())?));
+    undo.push("ifb", move || nl.del_link_by_name(&name).map(|_| ()).cni());
     result.interfaces.push(Interface {
         name: dev.name.clone(),
         mac: dev.mac.clone(),
@@ -67,7 +68,7 @@ fn shape<'a>(
     });
     nl.add_ingress_qdisc(veth)
         .map_err(|e| CniError::internal(format!("create ingress qdisc: {e}")))?;
-    undo.push("ingress qdisc", || Ok(nl.del_ingress_qdisc(veth)?));
+    undo.push("ingress qdisc", || nl.del_ingress_qdisc(veth).cni());
     nl.add_redirect_filter(veth, &dev)
         .map_err(|e| CniError::internal(format!("add filter: {e}")))?;
     nl.add_tbf(&dev, &t.into())

@@ -4,6 +4,7 @@
 use crate::shaping::Tbf;
 use crate::{config, host, ifb};
 use cni_net::{Link, Netlink, tc};
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 pub fn check(args: &CmdArgs) -> CmdResult {
@@ -13,7 +14,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
         .map_err(|e| CniError::internal(format!("could not parse prevResult: {}", e.msg)))?
         .ok_or_else(|| CniError::internal("must be called as a chained plugin"))?;
     let ns = host::open_netns(args.netns.as_deref())?;
-    let nl = Netlink::host()?;
+    let nl = Netlink::host().cni()?;
     let veth = host::find(&prev, &args.ifname, &ns, &nl)?;
     if let Some(want) = conf.ingress {
         check_tbf(&nl, &veth, &want)?;
@@ -21,7 +22,8 @@ pub fn check(args: &CmdArgs) -> CmdResult {
     if let Some(want) = conf.egress {
         let name = ifb::name(&conf.network, &args.container_id);
         let dev = nl
-            .link_by_name(&name)?
+            .link_by_name(&name)
+            .cni()?
             .filter(|l| l.kind == "ifb")
             .ok_or_else(|| CniError::internal(format!("get ifb device: {name}: Link not found")))?;
         check_tbf(&nl, &dev, &want)?;
@@ -33,7 +35,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
 /// The root qdisc of `link` must be a tbf with the parameters the kernel
 /// keeps for `want`.
 fn check_tbf(nl: &Netlink, link: &Link, want: &Tbf) -> Result<(), CniError> {
-    let qdiscs = nl.qdiscs(link)?;
+    let qdiscs = nl.qdiscs(link).cni()?;
     let root = qdiscs
         .iter()
         .find(|q| q.parent == tc::HANDLE_ROOT)
@@ -65,7 +67,8 @@ fn check_tbf(nl: &Netlink, link: &Link, want: &Tbf) -> Result<(), CniError> {
 /// The host veth's ingress qdisc must hold a filter redirecting to `dev`.
 fn check_redirect(nl: &Netlink, veth: &Link, dev: &Link) -> Result<(), CniError> {
     let has_ingress = nl
-        .qdiscs(veth)?
+        .qdiscs(veth)
+        .cni()?
         .iter()
         .any(|q| q.kind == "ingress" && q.parent == tc::HANDLE_INGRESS);
     if !has_ingress {
@@ -75,7 +78,8 @@ fn check_redirect(nl: &Netlink, veth: &Link, dev: &Link) -> Result<(), CniError>
         )));
     }
     let redirects = nl
-        .filters(veth, tc::HANDLE_INGRESS_QDISC)?
+        .filters(veth, tc::HANDLE_INGRESS_QDISC)
+        .cni()?
         .iter()
         .any(|f| f.redirect_to == Some(dev.index));
     if !redirects {

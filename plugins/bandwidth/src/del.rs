@@ -2,6 +2,7 @@
 
 use crate::{config, host, ifb};
 use cni_net::{Netlink, tc};
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// DEL: the ifb named after (network, containerID), as in the reference;
@@ -20,7 +21,7 @@ use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 pub fn del(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args)?;
     let name = ifb::name(&conf.network, &args.container_id);
-    let nl = Netlink::host()?;
+    let nl = Netlink::host().cni()?;
     let ifb = std::thread::scope(|s| {
         let qdiscs = s.spawn(|| del_qdiscs(args));
         let ifb = nl.del_link_by_name(&name);

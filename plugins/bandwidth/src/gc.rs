@@ -2,6 +2,7 @@
 
 use crate::{config, ifb};
 use cni_net::Netlink;
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// GC: deletes the ifbs this plugin made for this network (their alias
@@ -15,9 +16,9 @@ pub fn gc(args: &CmdArgs) -> CmdResult {
         .iter()
         .map(|(cid, _)| ifb::name(&conf.network, cid))
         .collect();
-    let nl = Netlink::host()?;
+    let nl = Netlink::host().cni()?;
     let mut errors = Vec::new();
-    for dev in nl.ifbs()? {
+    for dev in nl.ifbs().cni()? {
         if !dev.name.starts_with(ifb::PREFIX) || keep.contains(&dev.name) {
             continue;
         }

@@ -3,6 +3,7 @@
 //! namespace, and a prevResult interface of that name outside any sandbox.
 
 use cni_net::{Link, NetNs, Netlink};
+use cni_plugin::NetResult;
 use cni_skel::{CniError, CniResult};
 use std::path::Path;
 
@@ -18,8 +19,8 @@ pub fn open_netns(path: Option<&Path>) -> Result<NetNs, CniError> {
 /// (`host`), when it exists. `None`: the interface is not a veth, or its
 /// peer is not in the host namespace; the text says which.
 fn veth_peer(ns: &NetNs, host: &Netlink, ifname: &str) -> Result<Result<Link, String>, CniError> {
-    let inside = Netlink::for_ns(ns)?;
-    let container = match inside.link_by_name(ifname)? {
+    let inside = Netlink::for_ns(ns).cni()?;
+    let container = match inside.link_by_name(ifname).cni()? {
         Some(l) => l,
         None => {
             return Ok(Err(format!(
@@ -38,7 +39,7 @@ fn veth_peer(ns: &NetNs, host: &Netlink, ifname: &str) -> Result<Result<Link, St
     // The index is the peer's in its own namespace. Where that is not this
     // one, a host link with the same index is a stranger: it must be a
     // veth whose own peer is the container interface.
-    match host.link_by_index(peer)? {
+    match host.link_by_index(peer).cni()? {
         Some(l) if l.kind == "veth" && l.peer_index == Some(container.index) => Ok(Ok(l)),
         _ => Ok(Err(format!(
             "veth peer with index {peer} is not in host ns"
@@ -76,7 +77,7 @@ pub fn surviving(
     let Some(path) = ns_path else {
         return Ok(None);
     };
-    let Some(ns) = NetNs::open_if_present(path)? else {
+    let Some(ns) = NetNs::open_if_present(path).cni()? else {
         return Ok(None);
     };
     Ok(veth_peer(&ns, host, ifname)?.ok())

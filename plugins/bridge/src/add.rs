@@ -10,6 +10,7 @@ use crate::config::{self, Conf};
 use cni_fw::masq::{self, Attachment};
 use cni_net::bridge_vlan::PortVlan;
 use cni_net::{BridgeOpts, IpFamily, Link, Mac, NetNs, Netlink, sysctl};
+use cni_plugin::NetResult;
 use cni_plugin::iface::{self, VethPair, VethSetup};
 use cni_plugin::rollback::Rollback;
 use cni_skel::delegate;
@@ -226,7 +227,8 @@ pub fn ensure_addr(
     let mut mac: Option<Mac> = link.mac.parse().ok();
     if mac.is_none_or(|m| m.0 == [0; 6]) {
         mac = nl
-            .link_by_index(link.index)?
+            .link_by_index(link.index)
+            .cni()?
             .and_then(|l| l.mac.parse().ok())
             .filter(|m: &Mac| m.0 != [0; 6]);
     }
@@ -241,10 +243,10 @@ pub fn ensure_addr(
 /// host whose peer is an access port of the VLAN; it holds the gateway.
 fn ensure_vlan_interface(host: &Netlink, br: &Link, conf: &Conf) -> Result<Link, CniError> {
     let name = format!("{}.{}", br.name, conf.vlan);
-    if let Some(l) = host.link_by_name(&name)? {
+    if let Some(l) = host.link_by_name(&name).cni()? {
         return Ok(l);
     }
-    let host_ns = NetNs::current()?;
+    let host_ns = NetNs::current().cni()?;
     let pair = iface::setup_veth(
         host,
         &host_ns,
@@ -267,7 +269,7 @@ fn ensure_vlan_interface(host: &Netlink, br: &Link, conf: &Conf) -> Result<Link,
     )?;
     host.set_up(&pair.container)
         .map_err(|e| CniError::internal(format!("failed to up {name:?}: {e}")))?;
-    Ok(host.link_by_name(&name)?.unwrap_or(pair.container))
+    Ok(host.link_by_name(&name).cni()?.unwrap_or(pair.container))
 }
 
 /// Sets the container end, then the host end of the port up (in this
@@ -292,7 +294,7 @@ fn wait_port_up(host: &Netlink, port: &Link) -> Result<String, CniError> {
         let (state, mac) = match cni_net::sysfs::link_operstate_mac(&port.name, port.index) {
             Some(s) => s,
             None => {
-                let l = host.link_by_index(port.index)?.ok_or_else(|| {
+                let l = host.link_by_index(port.index).cni()?.ok_or_else(|| {
                     CniError::internal(format!("host veth {} disappeared", port.name))
                 })?;
                 (l.operstate, l.mac)
@@ -375,8 +377,8 @@ fn prepare(args: &CmdArgs, conf: &Conf) -> Result<(Netlink, Link, NetNs, Netlink
     let ns = NetNs::open(netns).map_err(|e| {
         CniError::internal(format!("failed to open netns {:?}: {e}", netns.display()))
     })?;
-    let ns_nl = Netlink::for_ns(&ns)?;
-    let host = Netlink::host()?;
+    let ns_nl = Netlink::for_ns(&ns).cni()?;
+    let host = Netlink::host().cni()?;
     let br = setup_bridge(&host, conf)?;
     Ok((host, br, ns, ns_nl))
 }
@@ -392,7 +394,8 @@ fn container_sysctls(ns: &NetNs, ifname: &str, dad: bool) -> Result<(), CniError
             let _ = sysctl::write(&format!("net/ipv6/conf/{ifname}/accept_dad"), "0");
         }
         let _ = sysctl::write(&format!("net/ipv4/conf/{ifname}/arp_notify"), "1");
-    })?;
+    })
+    .cni()?;
     Ok(())
 }
 
@@ -422,7 +425,7 @@ fn create_port<'a>(
     )?;
     let host_veth = pair.host.clone();
     rb.push("delete veth", move || {
-        host.del_link(&host_veth).map_err(CniError::from)
+        host.del_link(&host_veth).map_err(cni_plugin::net_error)
     });
     if conf.hairpin {
         host.set_hairpin(&pair.host, true).map_err(|e| {
@@ -531,7 +534,8 @@ fn attach<'a>(
         match cni_net::sysfs::link_mac(&pair.host.name, pair.host.index) {
             Some(mac) => mac,
             None => {
-                host.link_by_index(pair.host.index)?
+                host.link_by_index(pair.host.index)
+                    .cni()?
                     .unwrap_or(pair.host)
                     .mac
             }
@@ -550,7 +554,8 @@ fn attach<'a>(
     let br_mac = match cni_net::sysfs::link_mac(&br.name, br.index) {
         Some(mac) => mac,
         None => {
-            host.link_by_index(br.index)?
+            host.link_by_index(br.index)
+                .cni()?
                 .ok_or_else(|| {
                     CniError::internal(format!("could not lookup {:?}: Link not found", br.name))
                 })?

@@ -4,6 +4,7 @@
 
 use crate::config;
 use cni_net::{Link, NetNs, Netlink};
+use cni_plugin::NetResult;
 use cni_plugin::iface;
 use cni_skel::delegate;
 use cni_skel::{CmdArgs, CmdResult, CniError, Command, Interface, Output};
@@ -38,7 +39,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
         .find(|i| i.name == args.ifname && i.sandbox == netns_str)
         .unwrap_or(&empty);
 
-    let host = Netlink::host()?;
+    let host = Netlink::host().cni()?;
     let br = check_bridge(&host, br_map, conf.promisc)?;
     if cont_map.sandbox != netns_str {
         return Err(err(format!(
@@ -46,7 +47,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
             cont_map.sandbox
         )));
     }
-    let ns_nl = Netlink::for_ns(&ns)?;
+    let ns_nl = Netlink::for_ns(&ns).cni()?;
     let cont = check_container(&ns_nl, cont_map)?;
 
     let mut veth_found = false;
@@ -76,7 +77,8 @@ fn lookup(nl: &Netlink, intf: &Interface, in_sandbox: bool) -> Result<Link, CniE
         return Err(err("Interface name missing ".into()));
     }
     let link = nl
-        .link_by_name(&intf.name)?
+        .link_by_name(&intf.name)
+        .cni()?
         .ok_or_else(|| err(format!("Interface name {} not found", intf.name)))?;
     if in_sandbox && intf.sandbox.is_empty() {
         return Err(err(format!(

@@ -6,6 +6,7 @@
 use crate::config;
 use cni_fw::masq::{self, Attachment};
 use cni_net::{NetNs, Netlink};
+use cni_plugin::NetResult;
 use cni_skel::delegate;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
@@ -17,7 +18,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
     // A netns that is gone took the veth pair with it.
     let ns = match &args.netns {
         None => None,
-        Some(path) => NetNs::open_if_present(path)?,
+        Some(path) => NetNs::open_if_present(path).cni()?,
     };
     // IPAM DEL before the link goes (dhcp releases its lease from it).
     let (ipam, link) = delegate::del_ipam_and_link(args, conf.layer3, || {
@@ -29,7 +30,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
     });
     let mut errors: Vec<CniError> = Vec::new();
     if let Err(e) = link {
-        errors.push(e.into());
+        errors.push(cni_plugin::net_error(e));
     }
     if let Err(e) = ipam {
         errors.push(e);

@@ -37,7 +37,7 @@ pub fn gc(args: &CmdArgs) -> CmdResult {
                 errors.push(e);
             }
         }
-        Err(e) => errors.push(e.into()),
+        Err(e) => errors.push(cni_plugin::net_error(e)),
     }
     match errors.into_iter().next() {
         Some(e) => Err(e),

@@ -6,6 +6,7 @@ use crate::hostside::{self, HostSide};
 use crate::identity::Identity;
 use crate::sysfs::Sysfs;
 use cni_net::Link;
+use cni_plugin::NetResult;
 use cni_plugin::link_plugin::{self, Addressing, Ctx, L3Opts};
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Interface, Output, delegate};
 
@@ -38,7 +39,7 @@ pub fn add(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
     let dev = find_device(&cx.host_nl, sys, &conf.selector)?;
     let network = args.conf.name.clone().unwrap_or_default();
     let saved = HostSide::record(&cx.host_nl, &dev, &network)?;
-    let before = Identity::of(&cx.host_nl, &dev)?;
+    let before = Identity::of(&cx.host_nl, &dev).cni()?;
     let file = hostside::file(args);
     let opts = L3Opts {
         dns: Some(conf.dns.clone()),
@@ -63,7 +64,7 @@ pub fn add(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
         };
         // What the container cannot change, read in the container: the
         // record DEL finds the device by.
-        let after = Identity::of(&cx.ns_nl, &link).map_err(|e| undo(e.into()))?;
+        let after = Identity::of(&cx.ns_nl, &link).map_err(|e| undo(cni_plugin::net_error(e)))?;
         let mut differences = before.moved_differences(&after);
         if link.mac != dev.mac {
             differences.push(format!("MAC {}, not {}", link.mac, dev.mac));

@@ -6,6 +6,7 @@ use crate::hostside::{self, HostSide};
 use crate::identity::{self, Identity};
 use crate::sysfs::Sysfs;
 use cni_net::{NetNs, Netlink};
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, delegate};
 
 /// DEL: IPAM DEL always (also when the netns is gone, so the address is
@@ -44,7 +45,7 @@ fn del_device(args: &CmdArgs) -> Result<(), CniError> {
     let Some(ns) = ns else {
         return file.remove();
     };
-    let ns_nl = Netlink::for_ns(&ns)?;
+    let ns_nl = Netlink::for_ns(&ns).cni()?;
     match HostSide::load(&file) {
         Some(saved) => match &saved.identity {
             Some(id) => del_recorded(&file, &ns, &ns_nl, &saved, id, &args.ifname)?,
@@ -70,7 +71,7 @@ fn del_recorded(
     id: &Identity,
     ifname: &str,
 ) -> Result<(), CniError> {
-    let Some(link) = identity::find(ns_nl, id, &[ifname, &saved.name])? else {
+    let Some(link) = identity::find(ns_nl, id, &[ifname, &saved.name]).cni()? else {
         log::warn!(
             "the device of {ifname:?} (host: {:?}) is not in the container's namespace any more: nothing to move back",
             saved.name
@@ -79,7 +80,7 @@ fn del_recorded(
     };
     move_out(ns, ns_nl, &link, &saved.name)?;
     if saved.saved_here(file) {
-        saved.restore(&Netlink::host()?);
+        saved.restore(&Netlink::host().cni()?);
     }
     Ok(())
 }
@@ -90,10 +91,10 @@ fn del_recorded(
 /// only if it is a link no container can make (no kind, a bus device
 /// under it); nothing is configured on it. Any other link is left alone.
 fn del_unrecorded(ns: &NetNs, ns_nl: &Netlink, ifname: &str) -> Result<(), CniError> {
-    let Some(link) = ns_nl.link_by_name(ifname)? else {
+    let Some(link) = ns_nl.link_by_name(ifname).cni()? else {
         return Ok(());
     };
-    let extras = ns_nl.link_extras(link.index)?.unwrap_or_default();
+    let extras = ns_nl.link_extras(link.index).cni()?.unwrap_or_default();
     if !Identity::from_parts(&link, &extras).is_physical() {
         log::warn!(
             "{ifname:?} in the container: no record of the device ADD moved there, and a {:?} link is one a container can make: left alone",

@@ -5,13 +5,15 @@ use crate::config::{Conf, Selector};
 use crate::hostside::HostSide;
 use crate::sysfs::Sysfs;
 use cni_net::{Link, NetNs, Netlink};
+use cni_plugin::NetResult;
 use cni_plugin::link_plugin::Ctx;
 use cni_skel::CniError;
 
 /// The host device the config names.
 pub fn find_device(nl: &Netlink, sys: &Sysfs, sel: &Selector) -> Result<Link, CniError> {
     let by_name = |name: &str| -> Result<Link, CniError> {
-        nl.link_by_name(name)?
+        nl.link_by_name(name)
+            .cni()?
             .ok_or_else(|| CniError::internal("failed to find host device: Link not found"))
     };
     let sysfs_err = |e: String| CniError::internal(format!("failed to find host device: {e}"));
@@ -24,7 +26,8 @@ pub fn find_device(nl: &Netlink, sys: &Sysfs, sel: &Selector) -> Result<Link, Cn
                 ))
             })?;
             let want = mac.to_string();
-            nl.links()?
+            nl.links()
+                .cni()?
                 .into_iter()
                 .find(|l| l.mac.eq_ignore_ascii_case(&want))
                 .ok_or_else(|| {
@@ -64,7 +67,7 @@ pub fn move_in(cx: &Ctx, dev: &Link, ifname: &str, saved: &HostSide) -> Result<L
             dev.name
         ))
     };
-    if cx.ns_nl.link_by_name(ifname)?.is_some() {
+    if cx.ns_nl.link_by_name(ifname).cni()?.is_some() {
         return Err(fail("file exists".into()));
     }
     if let Err(e) = cx
@@ -73,7 +76,7 @@ pub fn move_in(cx: &Ctx, dev: &Link, ifname: &str, saved: &HostSide) -> Result<L
     {
         // Not moved: still on the host, as it was. Moved (under either
         // name): back.
-        if cx.host_nl.link_by_name(&dev.name)?.is_none() {
+        if cx.host_nl.link_by_name(&dev.name).cni()?.is_none() {
             let stranded = [ifname, dev.name.as_str()]
                 .into_iter()
                 .find_map(|n| cx.ns_nl.link_by_name(n).ok().flatten());
@@ -90,7 +93,7 @@ pub fn move_in(cx: &Ctx, dev: &Link, ifname: &str, saved: &HostSide) -> Result<L
         }
         return Err(fail(e.reason()));
     }
-    Ok(cx.ns_nl.must_link(ifname)?)
+    cx.ns_nl.must_link(ifname).cni()
 }
 
 /// Moves the container's `link` back to the host under its alias, the
@@ -104,7 +107,7 @@ pub fn move_in(cx: &Ctx, dev: &Link, ifname: &str, saved: &HostSide) -> Result<L
 pub fn move_out(ns: &NetNs, ns_nl: &Netlink, link: &Link, alias: &str) -> Result<(), CniError> {
     // The caller's view can be stale (ADD's undo got it before the link
     // went up), and kernels before 6.x refuse to rename a link that is up.
-    let current = ns_nl.link_by_index(link.index)?;
+    let current = ns_nl.link_by_index(link.index).cni()?;
     let link = current.as_ref().unwrap_or(link);
     let fail = |e: String| {
         CniError::internal(format!(
@@ -136,7 +139,7 @@ pub fn move_out(ns: &NetNs, ns_nl: &Netlink, link: &Link, alias: &str) -> Result
             }
         }
     }
-    let home = NetNs::current()?;
+    let home = NetNs::current().cni()?;
     if let Err(e) = ns_nl.move_rename_alias(&renamed, &home, alias, Some("")) {
         if renamed.name != link.name
             && let Err(b) = ns_nl.set_name(&renamed, &link.name)
@@ -164,13 +167,13 @@ fn move_out_via_empty_ns(
             link.name
         ))
     };
-    let temp = NetNs::new_anonymous()?;
+    let temp = NetNs::new_anonymous().cni()?;
     ns_nl
         .set_ns_name(link, &temp, alias)
         .map_err(|e| fail(e.reason()))?;
-    let temp_nl = Netlink::for_ns(&temp)?;
-    let moved = temp_nl.must_link(alias)?;
-    let to_host = temp_nl.move_rename_alias(&moved, &NetNs::current()?, alias, Some(""));
+    let temp_nl = Netlink::for_ns(&temp).cni()?;
+    let moved = temp_nl.must_link(alias).cni()?;
+    let to_host = temp_nl.move_rename_alias(&moved, &NetNs::current().cni()?, alias, Some(""));
     if let Err(e) = to_host {
         match temp_nl.set_ns_name(&moved, ns, &link.name) {
             Err(b) => log::warn!("rollback: moving {alias} back to the container: {b}"),

@@ -16,6 +16,7 @@
 
 use crate::identity::Identity;
 use cni_net::{IpFamily, Link, NetNs, Netlink, Route};
+use cni_plugin::NetResult;
 use cni_skel::state::StateFile;
 use cni_skel::{CmdArgs, CniError};
 use ipnetwork::IpNetwork;
@@ -118,7 +119,7 @@ pub struct HostSide {
 
 /// `dev:inode` of the calling thread's network namespace.
 fn netns_id() -> Result<String, CniError> {
-    let ns = NetNs::current()?;
+    let ns = NetNs::current().cni()?;
     Ok(ns
         .id()
         .map(|(dev, ino)| format!("{dev}:{ino}"))
@@ -138,7 +139,8 @@ impl HostSide {
     /// Reads `dev`'s configuration through `nl` (the host's handle).
     pub fn record(nl: &Netlink, dev: &Link, network: &str) -> Result<HostSide, CniError> {
         let addresses = nl
-            .addrs(dev, None)?
+            .addrs(dev, None)
+            .cni()?
             .into_iter()
             .filter(|a| a.permanent && !is_link_local_v6(&a.address))
             .map(|a| a.address)
@@ -146,7 +148,8 @@ impl HostSide {
         let mut routes = Vec::new();
         for family in [IpFamily::V4, IpFamily::V6] {
             routes.extend(
-                nl.routes_of_link(family, dev.index)?
+                nl.routes_of_link(family, dev.index)
+                    .cni()?
                     .iter()
                     .filter(|r| {
                         r.table != Some(TABLE_LOCAL)

@@ -6,6 +6,7 @@
 //! when the namespace is already gone.
 
 use cni_net::{IpFamily, Link, NetNs, Netlink};
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Interface, IpConfig, Output, Plugin};
 use ipnetwork::IpNetwork;
 use std::net::IpAddr;
@@ -34,7 +35,8 @@ fn netns_path(args: &CmdArgs) -> &Path {
 
 /// `lo` in the namespace, with the reference's error when it is missing.
 fn find_lo(nl: &Netlink) -> Result<Link, CniError> {
-    nl.link_by_name(LO)?
+    nl.link_by_name(LO)
+        .cni()?
         .ok_or_else(|| CniError::internal("Link not found"))
 }
 
@@ -45,7 +47,7 @@ fn first_loopback_addr(
     lo: &Link,
     family: IpFamily,
 ) -> Result<Option<IpNetwork>, CniError> {
-    let addrs = nl.addrs(lo, Some(family))?;
+    let addrs = nl.addrs(lo, Some(family)).cni()?;
     if let Some(bad) = addrs.iter().find(|a| !is_loopback(a.address.ip())) {
         return Err(CniError::internal(format!(
             "loopback interface found with non-loopback address {:?}",
@@ -64,10 +66,10 @@ impl Plugin for Loopback {
         // The config (with its prevResult) is checked before touching anything.
         let prev = args.prev_result()?;
         let path = netns_path(args);
-        let ns = NetNs::open(path)?;
-        let nl = Netlink::for_ns(&ns)?;
+        let ns = NetNs::open(path).cni()?;
+        let nl = Netlink::for_ns(&ns).cni()?;
         let lo = find_lo(&nl)?;
-        nl.set_up(&lo)?;
+        nl.set_up(&lo).cni()?;
         let v4 = first_loopback_addr(&nl, &lo, IpFamily::V4)?;
         let v6 = first_loopback_addr(&nl, &lo, IpFamily::V6)?;
 
@@ -103,18 +105,18 @@ impl Plugin for Loopback {
         };
         // The runtime may call DEL more than once, or after the
         // namespace is gone (kubernetes#43014): nothing left to undo.
-        let Some(ns) = NetNs::open_if_present(path)? else {
+        let Some(ns) = NetNs::open_if_present(path).cni()? else {
             return Ok(Output::Nothing);
         };
-        let nl = Netlink::for_ns(&ns)?;
+        let nl = Netlink::for_ns(&ns).cni()?;
         let lo = find_lo(&nl)?;
-        nl.set_down(&lo)?;
+        nl.set_down(&lo).cni()?;
         Ok(Output::Nothing)
     }
 
     fn check(&self, args: &CmdArgs) -> CmdResult {
-        let ns = NetNs::open(netns_path(args))?;
-        let nl = Netlink::for_ns(&ns)?;
+        let ns = NetNs::open(netns_path(args)).cni()?;
+        let nl = Netlink::for_ns(&ns).cni()?;
         let lo = find_lo(&nl)?;
         if !lo.up {
             return Err(CniError::internal("loopback interface is down"));

@@ -7,6 +7,7 @@
 use crate::config::{self, MIN_MTU_V6, PtpConf};
 use cni_fw::masq::{self, Attachment, Backend};
 use cni_net::{AddrFlags, Link, NetNs, Netlink, Route, scope};
+use cni_plugin::NetResult;
 use cni_plugin::iface::{self, VethPair, VethSetup};
 use cni_plugin::rollback::Rollback;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Command, Interface, Output, delegate};
@@ -141,8 +142,8 @@ struct Links {
 }
 
 fn create_links(args: &CmdArgs, conf: &PtpConf, ns: &NetNs) -> Result<Links, CniError> {
-    let host_nl = Netlink::host()?;
-    let ns_nl = Netlink::for_ns(ns)?;
+    let host_nl = Netlink::host().cni()?;
+    let ns_nl = Netlink::for_ns(ns).cni()?;
     let pair = iface::setup_veth(
         &host_nl,
         ns,
@@ -167,7 +168,7 @@ fn ipam_del(args: &CmdArgs) -> Result<(), CniError> {
 
 fn del_veth(links: &Links) -> Result<(), CniError> {
     // Deleting one end removes the pair with its addresses and routes.
-    Ok(links.host_nl.del_link(&links.pair.host)?)
+    links.host_nl.del_link(&links.pair.host).cni()
 }
 
 pub fn add(args: &CmdArgs) -> CmdResult {

@@ -7,6 +7,7 @@ use crate::add::{host_net, subnet};
 use crate::config;
 use cni_fw::masq::{self, Attachment, Backend};
 use cni_net::{IpFamily, NetNs, Netlink, scope};
+use cni_plugin::NetResult;
 use cni_plugin::iface;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Command, Interface, Output, delegate};
 use ipnetwork::IpNetwork;
@@ -34,7 +35,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
                 "Sandbox in prevResult  doesn't match configured netns: {netns}"
             ))
         })?;
-    let ns_nl = Netlink::for_ns(&ns)?;
+    let ns_nl = Netlink::for_ns(&ns).cni()?;
     let cont_link = check_container(&ns_nl, cont)?;
     iface::check_addresses(&ns_nl, &args.ifname, &result)?;
     iface::check_routes(&ns_nl, &result)?;
@@ -62,7 +63,7 @@ fn check_container(nl: &Netlink, intf: &Interface) -> Result<cni_net::Link, CniE
             "Container interface name missing in prevResult: ",
         ));
     }
-    let link = nl.link_by_name(&intf.name)?.ok_or_else(|| {
+    let link = nl.link_by_name(&intf.name).cni()?.ok_or_else(|| {
         CniError::internal(format!(
             "ptp: Container Interface name in prevResult: {} not found",
             intf.name
@@ -101,7 +102,7 @@ fn check_ptp_routes(
     for ip in container_ips(result, ifname)? {
         let Some(gw) = ip.gateway else { continue };
         let family = IpFamily::of(&gw);
-        let routes = nl.routes(family, None)?;
+        let routes = nl.routes(family, None).cni()?;
         let net = subnet(&ip.address);
         let has_gw = routes
             .iter()
@@ -128,8 +129,8 @@ fn check_host(result: &CniResult, ifname: &str, cont: &cni_net::Link) -> Result<
         .iter()
         .find(|i| i.sandbox.is_empty())
         .ok_or_else(|| CniError::internal("ptp: host interface missing in prevResult"))?;
-    let nl = Netlink::host()?;
-    let host = nl.link_by_name(&host_intf.name)?.ok_or_else(|| {
+    let nl = Netlink::host().cni()?;
+    let host = nl.link_by_name(&host_intf.name).cni()?.ok_or_else(|| {
         CniError::internal(format!("ptp: host veth {} not found", host_intf.name))
     })?;
     if host.kind != "veth" || cont.peer_index != Some(host.index) {
@@ -144,7 +145,7 @@ fn check_host(result: &CniResult, ifname: &str, cont: &cni_net::Link) -> Result<
             host.name, host_intf.mac, host.mac
         )));
     }
-    let addrs = nl.addrs(&host, None)?;
+    let addrs = nl.addrs(&host, None).cni()?;
     let mut routes: Vec<(IpFamily, Vec<cni_net::Route>)> = Vec::new();
     for ip in container_ips(result, ifname)? {
         let Some(gw) = ip.gateway else { continue };
@@ -157,7 +158,7 @@ fn check_host(result: &CniResult, ifname: &str, cont: &cni_net::Link) -> Result<
         }
         let family = IpFamily::of(&gw);
         if !routes.iter().any(|(f, _)| *f == family) {
-            routes.push((family, nl.routes(family, None)?));
+            routes.push((family, nl.routes(family, None).cni()?));
         }
         let dst = host_net(ip.address.ip());
         let found = routes

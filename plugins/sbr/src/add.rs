@@ -5,7 +5,8 @@
 
 use crate::config::{Conf, Gateways};
 use crate::{FIRST_TABLE, family_of, flush_table, host_net, ips_of, ns_path, prev_result};
-use cni_net::{IpFamily, NetNs, Netlink, Route, Rule, TABLE_MAIN, scope};
+use cni_net::{IpFamily, Netlink, Route, Rule, TABLE_MAIN, scope};
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output};
 use ipnetwork::IpNetwork;
 
@@ -20,10 +21,10 @@ pub fn add(args: &CmdArgs) -> CmdResult {
             args.ifname
         )));
     }
-    let ns = NetNs::open_locked_if_present(ns_path(args)?)?
+    let ns = cni_plugin::netns::open_locked_if_present(ns_path(args)?)?
         .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
     ns.run(|| -> Result<(), CniError> {
-        let nl = Netlink::host()?;
+        let nl = Netlink::host().cni()?;
         let mut undo = Undo::default();
         let r = match conf.table {
             // The reference reads `gateways` and `addSourceHints` only
@@ -35,7 +36,8 @@ pub fn add(args: &CmdArgs) -> CmdResult {
             undo.run(&nl);
         }
         r
-    })??;
+    })
+    .cni()??;
     Ok(Output::Result(result))
 }
 
@@ -92,8 +94,8 @@ fn main_routes_and_used_tables(nl: &Netlink, oif: u32) -> Result<(Vec<Route>, Ve
     let mut main_routes = Vec::new();
     let mut used = Vec::new();
     for family in [IpFamily::V4, IpFamily::V6] {
-        used.extend(nl.rules(family)?.iter().map(|r| r.table));
-        for r in nl.routes_all_tables(family)? {
+        used.extend(nl.rules(family).cni()?.iter().map(|r| r.table));
+        for r in nl.routes_all_tables(family).cni()? {
             used.extend(r.table);
             if r.table == Some(TABLE_MAIN) && r.oif == Some(oif) {
                 main_routes.push(r);
@@ -135,7 +137,7 @@ fn route_tables(
     undo: &mut Undo,
 ) -> Result<(), CniError> {
     let gateways: Gateways = conf.gateways()?;
-    let link = nl.link_by_name(ifname)?.ok_or_else(|| {
+    let link = nl.link_by_name(ifname).cni()?.ok_or_else(|| {
         CniError::internal(format!(
             "Cannot find network interface {ifname}: Link not found"
         ))

@@ -2,7 +2,8 @@
 
 use crate::config::{self, Conf};
 use crate::{family_of, host_net, ips_of, ns_path, prev_result};
-use cni_net::{NetNs, Netlink};
+use cni_net::Netlink;
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// CHECK: every address has its rule, and (without `table`) the table it
@@ -11,24 +12,26 @@ pub fn check(args: &CmdArgs) -> CmdResult {
     let table = Conf::parse(args)?.table;
     let result = prev_result(args)?;
     let ips = ips_of(&result, &args.ifname);
-    let ns = NetNs::open_locked_if_present(ns_path(args)?)?
+    let ns = cni_plugin::netns::open_locked_if_present(ns_path(args)?)?
         .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
     ns.run(|| -> Result<(), CniError> {
-        let nl = Netlink::host()?;
-        let link = nl.link_by_name(&args.ifname)?.ok_or_else(|| {
+        let nl = Netlink::host().cni()?;
+        let link = nl.link_by_name(&args.ifname).cni()?.ok_or_else(|| {
             CniError::internal(format!("Cannot find network interface {}", args.ifname))
         })?;
         for ip in &ips {
             let family = family_of(ip);
             let src = host_net(ip);
             let rule = nl
-                .rules(family)?
+                .rules(family)
+                .cni()?
                 .into_iter()
                 .find(|r| r.src == Some(src) && config::names(table, r.table))
                 .ok_or_else(|| CniError::internal(format!("no rule from {src}")))?;
             if table.is_none()
                 && !nl
-                    .routes(family, Some(rule.table))?
+                    .routes(family, Some(rule.table))
+                    .cni()?
                     .iter()
                     .any(|r| r.oif == Some(link.index))
             {
@@ -39,6 +42,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
             }
         }
         Ok(())
-    })??;
+    })
+    .cni()??;
     Ok(Output::Nothing)
 }

@@ -3,7 +3,8 @@
 
 use crate::config::{self, Conf};
 use crate::{FIRST_TABLE, family_of, flush_table, host_net, ips_of};
-use cni_net::{IpFamily, NetNs, Netlink, Rule};
+use cni_net::{IpFamily, Netlink, Rule};
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 use ipnetwork::IpNetwork;
 
@@ -16,10 +17,15 @@ fn del_ips(args: &CmdArgs, nl: &Netlink) -> Result<Vec<IpNetwork>, CniError> {
             return Ok(ips);
         }
     }
-    let Some(link) = nl.link_by_name(&args.ifname)? else {
+    let Some(link) = nl.link_by_name(&args.ifname).cni()? else {
         return Ok(Vec::new());
     };
-    Ok(nl.addrs(&link, None)?.iter().map(|a| a.address).collect())
+    Ok(nl
+        .addrs(&link, None)
+        .cni()?
+        .iter()
+        .map(|a| a.address)
+        .collect())
 }
 
 /// DEL: the rules from the interface's addresses (to `table` when set),
@@ -31,11 +37,11 @@ pub fn del(args: &CmdArgs) -> CmdResult {
     let Some(path) = args.netns.as_deref().filter(|p| !p.as_os_str().is_empty()) else {
         return Ok(Output::Nothing);
     };
-    let Some(ns) = NetNs::open_locked_if_present(path)? else {
+    let Some(ns) = cni_plugin::netns::open_locked_if_present(path)? else {
         return Ok(Output::Nothing);
     };
     ns.run(|| -> Result<(), CniError> {
-        let nl = Netlink::host()?;
+        let nl = Netlink::host().cni()?;
         let sources: Vec<IpNetwork> = del_ips(args, &nl)?.iter().map(host_net).collect();
         let mut errors = Vec::new();
         for family in [IpFamily::V4, IpFamily::V6] {
@@ -44,7 +50,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
             if !sources.iter().any(|s| family_of(s) == family) {
                 continue;
             }
-            let rules = nl.rules(family)?;
+            let rules = nl.rules(family).cni()?;
             let (mine, others): (Vec<&Rule>, Vec<&Rule>) = rules.iter().partition(|r| {
                 r.src.is_some_and(|s| sources.contains(&s))
                     && config::names(table, r.table)
@@ -74,6 +80,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
             Some(e) => Err(CniError::internal(e)),
             None => Ok(()),
         }
-    })??;
+    })
+    .cni()??;
     Ok(Output::Nothing)
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod del;
 
 use cni_net::{IpFamily, Netlink};
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output, Plugin};
 use config::Conf;
 use ipnetwork::IpNetwork;
@@ -92,8 +93,8 @@ fn family_of(ip: &IpNetwork) -> IpFamily {
 }
 
 fn flush_table(nl: &Netlink, family: IpFamily, table: u32) -> Result<(), CniError> {
-    for r in nl.routes(family, Some(table))? {
-        nl.del_route(&r)?;
+    for r in nl.routes(family, Some(table)).cni()? {
+        nl.del_route(&r).cni()?;
     }
     Ok(())
 }

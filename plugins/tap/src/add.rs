@@ -6,6 +6,7 @@ use crate::config::{self, TapConf};
 use crate::selinux;
 use cni_net::tuntap::{TapOpts, create_persistent_tap};
 use cni_net::{Link, Netlink};
+use cni_plugin::NetResult;
 use cni_plugin::link_plugin::{self, Addressing, Ctx, L3Opts};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
@@ -22,7 +23,7 @@ fn create(args: &CmdArgs, conf: &TapConf, cx: &Ctx) -> Result<Link, CniError> {
     match &conf.selinux_context {
         Some(ctx) => selinux::create_labelled_tap(&cx.ns, &opts, ctx)
             .map_err(|e| CniError::internal(format!("failed to create tap: {}", e.msg)))?,
-        None => cx.ns.run(|| create_persistent_tap(&opts))?.map_err(|e| {
+        None => cx.ns.run(|| create_persistent_tap(&opts)).cni()?.map_err(|e| {
             if e.is_exists() {
                 CniError::internal(format!(
                     "failed to create tap: a link named {ifname:?} already exists in the container"
@@ -35,7 +36,7 @@ fn create(args: &CmdArgs, conf: &TapConf, cx: &Ctx) -> Result<Link, CniError> {
     let nl = &cx.ns_nl;
     let configured = nl
         .must_link(ifname)
-        .map_err(CniError::from)
+        .map_err(cni_plugin::net_error)
         .and_then(|link| setup(conf, nl, &link));
     if configured.is_err() {
         // Whatever failed, no tap of ours stays behind.
@@ -60,7 +61,7 @@ fn setup(conf: &TapConf, nl: &Netlink, link: &Link) -> Result<Link, CniError> {
         })?;
     }
     if let Some(bridge) = &conf.bridge {
-        let br = nl.link_by_name(bridge)?.ok_or_else(|| {
+        let br = nl.link_by_name(bridge).cni()?.ok_or_else(|| {
             CniError::internal(format!("failed to get bridge {bridge}: Link not found"))
         })?;
         nl.set_master(link, Some(br.index)).map_err(|e| {
@@ -69,7 +70,7 @@ fn setup(conf: &TapConf, nl: &Netlink, link: &Link) -> Result<Link, CniError> {
             ))
         })?;
     }
-    Ok(nl.must_link(name)?)
+    nl.must_link(name).cni()
 }
 
 /// ADD.
@@ -96,7 +97,7 @@ pub fn add(args: &CmdArgs) -> CmdResult {
         addressing,
         &opts,
         || create(args, &conf, &cx),
-        |link| Ok(cx.ns_nl.del_link(link)?),
+        |link| cx.ns_nl.del_link(link).cni(),
     )?;
     Ok(Output::Result(r))
 }

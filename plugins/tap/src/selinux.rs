@@ -18,6 +18,7 @@
 
 use cni_net::NetNs;
 use cni_net::tuntap::TapOpts;
+use cni_plugin::NetResult;
 use cni_skel::CniError;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -135,7 +136,10 @@ fn create_labelled_tap_with(
     ctx: &str,
 ) -> Result<(), CniError> {
     let args = ip_tuntap_args(opts);
-    on_own_thread(|| ns.run(|| with_exec_label(attr, ctx, || run_ip(&args)))?)
+    on_own_thread(|| {
+        ns.run(|| with_exec_label(attr, ctx, || run_ip(&args)))
+            .cni()?
+    })
 }
 
 fn on_own_thread<T: Send>(f: impl FnOnce() -> Result<T, CniError> + Send) -> Result<T, CniError> {

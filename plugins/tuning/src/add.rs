@@ -3,6 +3,7 @@
 use crate::state::{self, StateFile};
 use crate::{config, open_netns, prev_result, tune};
 use cni_net::Netlink;
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// ADD: everything is validated first; then, in the container's netns,
@@ -20,7 +21,7 @@ pub fn add(args: &CmdArgs) -> CmdResult {
     let ns = open_netns(args)?;
     let file = StateFile::new(&conf.parsed.data_dir, &args.container_id, &args.ifname);
     ns.run(|| -> Result<(), CniError> {
-        let nl = Netlink::host()?;
+        let nl = Netlink::host().cni()?;
         let link = tune::must_link(&nl, &args.ifname)?;
         let before = tune::current(&conf, &link)?;
         // A file from an earlier ADD holds the originals: keep them (an
@@ -42,7 +43,8 @@ pub fn add(args: &CmdArgs) -> CmdResult {
             return Err(e);
         }
         Ok(())
-    })??;
+    })
+    .cni()??;
     // The interface's MTU is a 1.1.0 field; older results stay as the
     // reference prints them.
     let reports_mtu = cni_skel::version::Version::parse(args.cni_version())

@@ -2,6 +2,7 @@
 
 use crate::{config, open_netns, prev_result};
 use cni_net::Netlink;
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// Whitespace-normalised: multi-value sysctls print tabs.
@@ -16,7 +17,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
     let ns = open_netns(args)?;
     ns.run(|| -> Result<(), CniError> {
         for s in &conf.sysctls {
-            let current = cni_net::sysctl::read(&s.path)?;
+            let current = cni_net::sysctl::read(&s.path).cni()?;
             if !same_sysctl(&current, &s.value) {
                 return Err(CniError::internal(format!(
                     "Error: Tuning configured value of /proc/sys/{} is {}, current value is {current}",
@@ -24,10 +25,10 @@ pub fn check(args: &CmdArgs) -> CmdResult {
                 )));
             }
         }
-        let nl = Netlink::host()?;
+        let nl = Netlink::host().cni()?;
         let ifname = &args.ifname;
         let link = nl
-            .link_by_name(ifname)?
+            .link_by_name(ifname).cni()?
             .ok_or_else(|| CniError::internal(format!("Cannot find container link {ifname}")))?;
         if let Some(mac) = conf.mac
             && config::parse_go_mac(&link.mac).as_deref() != Some(&mac.0[..])
@@ -69,7 +70,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
             )));
         }
         Ok(())
-    })??;
+    }).cni()??;
     Ok(Output::Nothing)
 }
 

@@ -3,6 +3,7 @@
 use crate::state::{self, Saved, StateFile};
 use crate::{config, tune};
 use cni_net::{NetNs, Netlink};
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// DEL: puts back what the file saved and removes it. Nothing saved,
@@ -29,13 +30,15 @@ pub fn del(args: &CmdArgs) -> CmdResult {
     };
     let ns = match args.netns.as_deref() {
         None => None,
-        Some(path) => NetNs::open_if_present(path)?,
+        Some(path) => NetNs::open_if_present(path).cni()?,
     };
     if let Some(ns) = ns {
-        let errors = ns.run(|| -> Result<Vec<String>, CniError> {
-            let nl = Netlink::host()?;
-            Ok(tune::restore(&nl, &args.ifname, &saved))
-        })??;
+        let errors = ns
+            .run(|| -> Result<Vec<String>, CniError> {
+                let nl = Netlink::host().cni()?;
+                Ok(tune::restore(&nl, &args.ifname, &saved))
+            })
+            .cni()??;
         if !errors.is_empty() {
             // The file stays, so a retried DEL can still restore.
             return Err(CniError::internal(errors.join("; ")));

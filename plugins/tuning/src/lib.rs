@@ -12,6 +12,7 @@ pub mod state;
 pub mod tune;
 
 use cni_net::NetNs;
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output, Plugin};
 use std::process::ExitCode;
 
@@ -56,7 +57,7 @@ fn open_netns(args: &CmdArgs) -> Result<NetNs, CniError> {
         .netns
         .as_deref()
         .ok_or_else(|| CniError::internal("CNI_NETNS is required"))?;
-    Ok(NetNs::open(path)?)
+    NetNs::open(path).cni()
 }
 
 /// Runs the plugin as its binary does; `_args` are the command-line

@@ -4,17 +4,19 @@
 use crate::config::{Tuning, parse_go_mac};
 use crate::state::Saved;
 use cni_net::{Link, Mac, NetError, Netlink, sysctl};
+use cni_plugin::NetResult;
 use cni_skel::CniError;
 
 /// The link, or the reference's error for a missing one.
 pub fn must_link(nl: &Netlink, ifname: &str) -> Result<Link, CniError> {
-    nl.link_by_name(ifname)?
+    nl.link_by_name(ifname)
+        .cni()?
         .ok_or_else(|| CniError::internal(format!("failed to get {ifname:?}: Link not found")))
 }
 
 /// A sysctl's value, or an error naming its file.
 fn read_sysctl(path: &str) -> Result<String, CniError> {
-    sysctl::read(path).map_err(CniError::from)
+    sysctl::read(path).map_err(cni_plugin::net_error)
 }
 
 /// The current values of everything `conf` changes: what DEL must put
@@ -56,22 +58,22 @@ pub fn current(conf: &Tuning, link: &Link) -> Result<Saved, CniError> {
 /// mode, MTU, all-multicast, queue length. Stops at the first error.
 pub fn apply(nl: &Netlink, conf: &Tuning, link: &Link) -> Result<(), CniError> {
     for s in &conf.sysctls {
-        sysctl::write(&s.path, &s.value)?;
+        sysctl::write(&s.path, &s.value).cni()?;
     }
     if let Some(mac) = conf.mac {
-        nl.set_mac(link, mac)?;
+        nl.set_mac(link, mac).cni()?;
     }
     if conf.parsed.promisc {
-        nl.set_promisc(link, true)?;
+        nl.set_promisc(link, true).cni()?;
     }
     if let Some(mtu) = conf.mtu {
-        nl.set_mtu(link, mtu)?;
+        nl.set_mtu(link, mtu).cni()?;
     }
     if let Some(on) = conf.parsed.allmulti {
-        nl.set_allmulti(link, on)?;
+        nl.set_allmulti(link, on).cni()?;
     }
     if let Some(q) = conf.txqlen {
-        nl.set_txqlen(link, q)?;
+        nl.set_txqlen(link, q).cni()?;
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 pub mod config;
 
+use cni_plugin::NetResult;
 use cni_plugin::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, Plugin};
 use config::load;
@@ -51,7 +52,7 @@ impl Plugin for Vlan {
         link_plugin::check(args, &cx, conf.child.ipam, &Expect::child(conf.kind()))?;
         // A configured MTU is compared too, as the reference does.
         if let Some(mtu) = u32::try_from(conf.child.mtu).ok().filter(|m| *m > 0)
-            && let Some(l) = cx.ns_nl.link_by_name(&args.ifname)?
+            && let Some(l) = cx.ns_nl.link_by_name(&args.ifname).cni()?
             && l.mtu != mtu
         {
             return Err(CniError::internal(format!(

@@ -5,6 +5,7 @@
 use crate::config::{Conf, is_reserved_table};
 use crate::{find_vrf, must_open_netns, prev_result};
 use cni_net::{AddrFlags, IpFamily, Link, Netlink, Route, TABLE_MAIN, scope};
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 use ipnetwork::IpNetwork;
 use std::collections::HashSet;
@@ -15,9 +16,10 @@ pub fn add(args: &CmdArgs) -> CmdResult {
     let result = prev_result(args)?;
     let ns = must_open_netns(args)?;
     ns.run(|| -> Result<(), CniError> {
-        let nl = Netlink::host()?;
+        let nl = Netlink::host().cni()?;
         add_in_ns(&nl, &conf, &args.ifname)
-    })?
+    })
+    .cni()?
     .map_err(|e| e.context("cmdAdd failed"))?;
     Ok(Output::Result(result))
 }
@@ -37,11 +39,13 @@ fn add_in_ns(nl: &Netlink, conf: &Conf, ifname: &str) -> Result<(), CniError> {
         )));
     }
     let link = nl
-        .link_by_name(ifname)?
+        .link_by_name(ifname)
+        .cni()?
         .ok_or_else(|| CniError::internal(format!("could not get link by name {ifname}")))?;
     if let Some(master) = link.master {
         let name = nl
-            .link_by_index(master)?
+            .link_by_index(master)
+            .cni()?
             .map(|m| m.name)
             .unwrap_or_else(|| master.to_string());
         return Err(CniError::internal(format!(
@@ -91,7 +95,7 @@ fn undo_log(r: Result<(), cni_net::NetError>) {
 /// else with the first table nothing uses. Returns it, and every route of
 /// the namespace when it dumped them to choose the table.
 fn create_vrf(nl: &Netlink, conf: &Conf) -> Result<(Link, Option<Vec<Route>>), CniError> {
-    let vrfs = nl.vrfs()?;
+    let vrfs = nl.vrfs().cni()?;
     let mut all_routes = None;
     let table = match conf.table {
         Some(t) => {
@@ -104,7 +108,7 @@ fn create_vrf(nl: &Netlink, conf: &Conf) -> Result<(Link, Option<Vec<Route>>), C
             t
         }
         None => {
-            let routes = nl.all_routes(None)?;
+            let routes = nl.all_routes(None).cni()?;
             let t = first_free_table(&used_tables(nl, &vrfs, &routes)?)?;
             all_routes = Some(routes);
             t
@@ -141,7 +145,7 @@ fn create_vrf(nl: &Netlink, conf: &Conf) -> Result<(Link, Option<Vec<Route>>), C
 /// Tables in use: by a VRF, by a rule, or holding one of `routes`.
 fn used_tables(nl: &Netlink, vrfs: &[Link], routes: &[Route]) -> Result<HashSet<u32>, CniError> {
     let mut used: HashSet<u32> = vrfs.iter().filter_map(|v| v.vrf_table).collect();
-    used.extend(nl.all_rules()?.iter().map(|r| r.table));
+    used.extend(nl.all_rules().cni()?.iter().map(|r| r.table));
     used.extend(routes.iter().filter_map(|r| r.table));
     Ok(used)
 }
@@ -165,14 +169,15 @@ impl Saved {
     /// `all_routes`: every route of the namespace, if already dumped.
     fn take(nl: &Netlink, link: &Link, all_routes: Option<Vec<Route>>) -> Result<Saved, CniError> {
         let v6_addrs = nl
-            .addrs(link, Some(IpFamily::V6))?
+            .addrs(link, Some(IpFamily::V6))
+            .cni()?
             .into_iter()
             .filter(|a| a.scope == scope::UNIVERSE)
             .map(|a| a.address)
             .collect();
         let routes = match all_routes {
             Some(r) => r,
-            None => nl.all_routes(Some(TABLE_MAIN))?,
+            None => nl.all_routes(Some(TABLE_MAIN)).cni()?,
         };
         let routes = routes
             .into_iter()
@@ -194,7 +199,8 @@ impl Saved {
         let now: Vec<IpNetwork> = if self.v6_addrs.is_empty() {
             Vec::new()
         } else {
-            nl.addrs(link, Some(IpFamily::V6))?
+            nl.addrs(link, Some(IpFamily::V6))
+                .cni()?
                 .into_iter()
                 .map(|a| a.address)
                 .collect()

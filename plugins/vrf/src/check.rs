@@ -4,6 +4,7 @@
 use crate::config::Conf;
 use crate::{find_vrf, must_open_netns, prev_result};
 use cni_net::Netlink;
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// CHECK: the VRF exists (with the configured table) and is up, and the
@@ -13,7 +14,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
     prev_result(args)?;
     let ns = must_open_netns(args)?;
     ns.run(|| -> Result<(), CniError> {
-        let nl = Netlink::host()?;
+        let nl = Netlink::host().cni()?;
         let vrf = find_vrf(&nl, &conf.vrfname)?
             .ok_or_else(|| CniError::internal(format!("VRF {}: Link not found", conf.vrfname)))?;
         if let Some(want) = conf.table
@@ -28,7 +29,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
         if !vrf.up {
             return Err(CniError::internal(format!("VRF {} is down", conf.vrfname)));
         }
-        let link = nl.link_by_name(&args.ifname)?;
+        let link = nl.link_by_name(&args.ifname).cni()?;
         if link.is_none_or(|l| l.master != Some(vrf.index)) {
             return Err(CniError::internal(format!(
                 "failed to find {} associated to vrf {}",
@@ -36,6 +37,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
             )));
         }
         Ok(())
-    })??;
+    })
+    .cni()??;
     Ok(Output::Nothing)
 }

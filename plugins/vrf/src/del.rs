@@ -3,6 +3,7 @@
 use crate::config::Conf;
 use crate::open_netns;
 use cni_net::Netlink;
+use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// DEL: frees the interface from the VRF, and deletes the VRF when nothing
@@ -17,8 +18,8 @@ pub fn del(args: &CmdArgs) -> CmdResult {
         return Ok(Output::Nothing);
     };
     ns.run(|| -> Result<(), CniError> {
-        let nl = Netlink::host()?;
-        let Some(vrf) = nl.link_by_name(&conf.vrfname)? else {
+        let nl = Netlink::host().cni()?;
+        let Some(vrf) = nl.link_by_name(&conf.vrfname).cni()? else {
             return Ok(());
         };
         if vrf.kind != "vrf" {
@@ -26,7 +27,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
             log::warn!("{} is not a VRF; nothing to undo", conf.vrfname);
             return Ok(());
         }
-        if let Some(link) = nl.link_by_name(&args.ifname)?
+        if let Some(link) = nl.link_by_name(&args.ifname).cni()?
             && link.master == Some(vrf.index)
         {
             match nl.set_master(&link, None) {
@@ -42,10 +43,11 @@ pub fn del(args: &CmdArgs) -> CmdResult {
                 }
             }
         }
-        if nl.links_with_master(vrf.index)?.is_empty() {
-            nl.del_link(&vrf)?;
+        if nl.links_with_master(vrf.index).cni()?.is_empty() {
+            nl.del_link(&vrf).cni()?;
         }
         Ok(())
-    })??;
+    })
+    .cni()??;
     Ok(Output::Nothing)
 }

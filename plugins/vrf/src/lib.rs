@@ -10,7 +10,9 @@ pub mod check;
 pub mod config;
 pub mod del;
 
-use cni_net::{Link, NetNs, Netlink};
+use cni_net::{Link, Netlink};
+use cni_plugin::NetResult;
+use cni_plugin::netns::LockedNetNs;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output, Plugin};
 use config::Conf;
 use std::path::Path;
@@ -64,14 +66,14 @@ fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
 /// `cni_lock::netns` lock): a concurrent DEL must not delete a VRF that an
 /// ADD is about to use.
 /// `None` when CNI_NETNS is empty or gone.
-fn open_netns(args: &CmdArgs) -> Result<Option<NetNs>, CniError> {
+fn open_netns(args: &CmdArgs) -> Result<Option<LockedNetNs>, CniError> {
     let Some(path) = args.netns.as_deref().filter(|p| !p.as_os_str().is_empty()) else {
         return Ok(None);
     };
-    NetNs::open_locked_if_present(path)
+    cni_plugin::netns::open_locked_if_present(path)
 }
 
-fn must_open_netns(args: &CmdArgs) -> Result<NetNs, CniError> {
+fn must_open_netns(args: &CmdArgs) -> Result<LockedNetNs, CniError> {
     open_netns(args)?.ok_or_else(|| {
         let path = args.netns.as_deref().unwrap_or(Path::new(""));
         CniError::internal(format!("failed to open netns {:?}", path.display()))
@@ -80,7 +82,7 @@ fn must_open_netns(args: &CmdArgs) -> Result<NetNs, CniError> {
 
 /// The link called `name` if it is a VRF; another kind is an error.
 fn find_vrf(nl: &Netlink, name: &str) -> Result<Option<Link>, CniError> {
-    match nl.link_by_name(name)? {
+    match nl.link_by_name(name).cni()? {
         Some(l) if l.kind != "vrf" => {
             Err(CniError::internal(format!("Netlink {name} is not a VRF")))
         }

@@ -1,0 +1,57 @@
+//! The container namespace opened under its host-wide lock.
+
+use crate::NetResult;
+use cni_net::NetNs;
+use cni_skel::CniError;
+use std::ops::Deref;
+use std::path::Path;
+
+/// An open namespace and its `cni_lock::netns` lock, released when this
+/// is dropped (after the namespace's file is closed).
+#[derive(Debug)]
+pub struct LockedNetNs {
+    ns: NetNs,
+    // Held for its flock, released when dropped.
+    #[allow(dead_code)]
+    lock: Option<cni_lock::Lock>,
+}
+
+impl Deref for LockedNetNs {
+    type Target = NetNs;
+
+    fn deref(&self) -> &NetNs {
+        &self.ns
+    }
+}
+
+/// [`NetNs::open_if_present`], then locked until the handle is dropped:
+/// plugins that change shared state inside one container namespace
+/// (sbr's tables, vrf's devices) exclude each other. The lock is
+/// `cni_lock::netns` of the namespace's device and inode, a file only
+/// root can open; never the namespace file itself, which any user can
+/// open (`/run/netns/<name>` is 0444) and a container can too (its own
+/// `/proc/self/ns/net`), and so hold forever. (Go's vrf and sbr flock
+/// the namespace file: ours no longer exclude theirs.) A lock not
+/// granted within `RCNI_LOCK_TIMEOUT` is an error naming the lock file.
+pub fn open_locked_if_present(path: impl AsRef<Path>) -> Result<Option<LockedNetNs>, CniError> {
+    let Some(ns) = NetNs::open_if_present(path).cni()? else {
+        return Ok(None);
+    };
+    let (dev, ino) = ns.stat_id().cni()?;
+    let lock = cni_lock::netns(dev, ino)?;
+    Ok(Some(LockedNetNs { ns, lock }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_namespace_is_none() {
+        assert!(
+            open_locked_if_present("/nonexistent/netns")
+                .unwrap()
+                .is_none()
+        );
+    }
+}
