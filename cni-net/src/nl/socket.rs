@@ -40,9 +40,11 @@ pub(crate) struct Socket {
     send: Vec<u8>,
     /// Names the family in error texts ("route", "netfilter").
     what: &'static str,
-    /// Kept open until the process exits instead of closed when dropped
-    /// (netfilter sockets: see [`LINGERING`]).
+    /// Kept open until the process exits instead of closed when dropped,
+    /// and reused (netfilter sockets: see [`LINGERING`]).
     linger: bool,
+    /// The namespace the socket belongs to, when it may be reused.
+    ns: Option<(u64, u64)>,
     /// The requests of replay mode, for tests to compare.
     #[cfg(any(test, feature = "test-support"))]
     captured: Vec<Vec<u8>>,
@@ -214,23 +216,60 @@ fn stamp_seq(buf: &mut [u8], seq: u32) {
     }
 }
 
-/// Netfilter sockets dropped by this process, left open until it exits.
+/// Netfilter sockets dropped by this process, left open until it exits,
+/// and handed out again to the next netfilter socket opened in the same
+/// network namespace.
 ///
 /// Closing a bound `NETLINK_NETFILTER` socket is not free: the kernel's
 /// release notifier for nf_tables (`nft_rcv_nl_event`) takes the commit
 /// mutex and, while deleted rules or chains of any process await their
 /// RCU grace period, waits for that destruction work to finish: 10-50 ms
-/// here whenever other DELs run, for a socket that only read. A socket
-/// closed where it is dropped is closed inside whatever the caller holds,
-/// typically the host-wide lock of portmap or firewall, and then every
-/// waiter for that lock pays a grace period in turn (a storm of 50 DELs
-/// serialised on it). Kept here instead, the sockets close when the
-/// process exits, after every lock is released, and the grace periods of
-/// many processes overlap. Plugins are short-lived; a long-lived process
-/// keeps at most [`MAX_LINGERING`], the rest close at once.
-static LINGERING: std::sync::Mutex<Vec<SysSocket>> = std::sync::Mutex::new(Vec::new());
+/// here whenever other DELs run, for a socket that only read, with every
+/// nf_tables transaction of the node (any process's) queued behind that
+/// mutex meanwhile. A socket closed where it is dropped is closed inside
+/// whatever the caller holds, typically the host-wide lock of portmap or
+/// firewall, and then every waiter for that lock pays a grace period in
+/// turn (a storm of 50 DELs serialised on it). Kept here instead, the
+/// sockets close when the process exits, after every lock is released;
+/// and reused, a plugin that queries and changes several tables or both
+/// families releases one socket at exit instead of one per query (a
+/// bridge DEL with ipMasq had two, firewall's four or five), each release
+/// being one more wait on the commit mutex for the whole node.
+/// Plugins are short-lived; a long-lived process keeps at most
+/// [`MAX_LINGERING`], the rest close at once.
+static LINGERING: std::sync::Mutex<Vec<Kept>> = std::sync::Mutex::new(Vec::new());
 /// The most sockets [`LINGERING`] keeps.
 const MAX_LINGERING: usize = 16;
+
+/// A netfilter socket kept for reuse.
+struct Kept {
+    /// The namespace it belongs to (see [`thread_netns`]).
+    ns: (u64, u64),
+    sys: SysSocket,
+    /// Its last sequence number: a reused socket goes on from there, so
+    /// that an answer left unread by an earlier exchange is never taken
+    /// for a new one's.
+    seq: u32,
+}
+
+/// The calling thread's network namespace: the device and inode of
+/// `/proc/thread-self/ns/net` (one `statx`). `None` when `/proc` cannot
+/// tell; such a socket is never reused.
+fn thread_netns() -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// A kept netfilter socket of namespace `ns`, with its last sequence
+/// number.
+fn reuse(ns: (u64, u64)) -> Option<(SysSocket, u32)> {
+    let mut kept = LINGERING.lock().ok()?;
+    let at = kept.iter().position(|k| k.ns == ns)?;
+    let k = kept.swap_remove(at);
+    Some((k.sys, k.seq))
+}
 
 impl Drop for Socket {
     fn drop(&mut self) {
@@ -241,7 +280,10 @@ impl Drop for Socket {
             && let Ok(mut kept) = LINGERING.lock()
             && kept.len() < MAX_LINGERING
         {
-            kept.push(sys);
+            // Without a namespace to match it is kept, never reused.
+            let ns = self.ns.unwrap_or((u64::MAX, u64::MAX));
+            let seq = self.seq;
+            kept.push(Kept { ns, sys, seq });
         }
     }
 }
@@ -257,6 +299,13 @@ impl Socket {
     /// in the calling thread's namespace, with extended ACKs and capped
     /// error echoes. `what` names it in error texts.
     pub(crate) fn open(protocol: isize, what: &'static str) -> Result<Socket, NetError> {
+        let netfilter = protocol == netlink_sys::protocols::NETLINK_NETFILTER;
+        let ns = if netfilter { thread_netns() } else { None };
+        if let Some((sys, seq)) = ns.and_then(reuse) {
+            let mut socket = Socket::with(Some(sys), what);
+            (socket.linger, socket.ns, socket.seq) = (true, ns, seq);
+            return Ok(socket);
+        }
         let sys_err =
             |step: &str, e: io::Error| NetError::io(format!("{step} {what} netlink socket"), e);
         let mut sys = SysSocket::new(protocol).map_err(|e| sys_err("open", e))?;
@@ -266,7 +315,7 @@ impl Socket {
         sys.bind(&SocketAddr::new(0, 0))
             .map_err(|e| sys_err("bind", e))?;
         let mut socket = Socket::with(Some(sys), what);
-        socket.linger = protocol == netlink_sys::protocols::NETLINK_NETFILTER;
+        (socket.linger, socket.ns) = (netfilter, ns);
         Ok(socket)
     }
 
@@ -299,6 +348,7 @@ impl Socket {
             send: Vec::new(),
             what,
             linger: false,
+            ns: None,
             #[cfg(any(test, feature = "test-support"))]
             captured: Vec::new(),
         }
