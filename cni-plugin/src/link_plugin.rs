@@ -533,9 +533,7 @@ pub fn check(args: &CmdArgs, cx: &Ctx, ipam: bool, expect: &Expect) -> Result<()
     if ipam {
         delegate::ipam_run(Command::Check, args)?;
     }
-    let prev = args
-        .prev_result()?
-        .ok_or_else(|| CniError::internal("Required prevResult missing"))?;
+    let prev = args.required_prev_result("Required prevResult missing")?;
     let sandbox = cx.sandbox();
     let intf = prev
         .interfaces

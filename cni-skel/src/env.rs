@@ -182,6 +182,14 @@ impl CmdArgs {
         }
     }
 
+    /// The `prevResult` a chained plugin cannot do without:
+    /// [`CmdArgs::prev_result`], and when the config has none an internal
+    /// error (code 999) saying `missing` (each plugin's reference text).
+    pub fn required_prev_result(&self, missing: &str) -> Result<crate::types::CniResult, CniError> {
+        self.prev_result()?
+            .ok_or_else(|| CniError::internal(missing))
+    }
+
     /// Parsed `CNI_ARGS`, with only `known` keys allowed unless `IgnoreUnknown`.
     pub fn cni_args(&self, known: &[&str]) -> Result<crate::args::CniArgs, CniError> {
         crate::args::CniArgs::load(&self.args, known)
@@ -191,6 +199,30 @@ impl CmdArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_prev_result_is_the_plugins_own_internal_error() {
+        let args = CmdArgs {
+            command: Command::Check,
+            container_id: "c".into(),
+            netns: None,
+            ifname: "eth0".into(),
+            args: String::new(),
+            path: Vec::new(),
+            netns_override: false,
+            stdin: b"{}".to_vec(),
+            conf: crate::conf::NetConf::default(),
+            invoker: None,
+        };
+        assert!(args.prev_result().unwrap().is_none());
+        let e = args
+            .required_prev_result("Required prevResult missing")
+            .unwrap_err();
+        assert_eq!(
+            (e.code, e.msg.as_str()),
+            (999, "Required prevResult missing")
+        );
+    }
 
     #[test]
     fn names() {

@@ -68,8 +68,7 @@ fn parse(args: &CmdArgs) -> Result<Conf, CniError> {
 }
 
 fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
-    args.prev_result()?
-        .ok_or_else(|| CniError::internal("missing prevResult from earlier plugin"))
+    args.required_prev_result("missing prevResult from earlier plugin")
 }
 
 /// The bridge to isolate, when the policy asks for it.

@@ -4,7 +4,7 @@ use crate::config;
 use crate::device::dpdk;
 use crate::sysfs::Sysfs;
 use cni_plugin::link_plugin::{self, Ctx, Expect};
-use cni_skel::{CmdArgs, CmdResult, CniError, Command, Output, delegate};
+use cni_skel::{CmdArgs, CmdResult, Command, Output, delegate};
 
 pub fn check(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
     let conf = config::load(args, sys)?;
@@ -12,8 +12,7 @@ pub fn check(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
         if conf.ipam {
             delegate::ipam_run(Command::Check, args)?;
         }
-        args.prev_result()?
-            .ok_or_else(|| CniError::internal("Required prevResult missing"))?;
+        args.required_prev_result("Required prevResult missing")?;
         return Ok(Output::Nothing);
     }
     let cx = Ctx::open(args)?;

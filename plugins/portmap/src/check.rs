@@ -2,13 +2,11 @@
 
 use crate::config::{self, Backend};
 use crate::{addrs_of, ipt, nft, resolve};
-use cni_skel::{CmdArgs, CmdResult, CniError, Output};
+use cni_skel::{CmdArgs, CmdResult, Output};
 
 pub fn check(args: &CmdArgs) -> CmdResult {
     let conf = config::parse(&args.stdin)?;
-    let prev = args
-        .prev_result()?
-        .ok_or_else(|| CniError::internal("Required prevResult missing"))?;
+    let prev = args.required_prev_result("Required prevResult missing")?;
     if conf.mappings.is_empty() {
         return Ok(Output::Nothing);
     }

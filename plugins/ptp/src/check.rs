@@ -22,9 +22,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
         CniError::internal(format!("failed to open netns {:?}: {e}", path.display()))
     })?;
     delegate::ipam_run(Command::Check, args)?;
-    let result = args
-        .prev_result()?
-        .ok_or_else(|| CniError::internal("ptp: Required prevResult missing"))?;
+    let result = args.required_prev_result("ptp: Required prevResult missing")?;
     let netns = path.display().to_string();
     let cont = result
         .interfaces

@@ -54,8 +54,7 @@ impl Plugin for Sbr {
 // What ADD, DEL and CHECK share.
 
 fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
-    args.prev_result()?
-        .ok_or_else(|| CniError::internal("This plugin must be called as chained plugin"))
+    args.required_prev_result("This plugin must be called as chained plugin")
 }
 
 /// The addresses of CNI_IFNAME in the result, as the reference picks them:

@@ -48,8 +48,7 @@ impl Plugin for Tuning {
 
 /// The prevResult, which tuning passes on; it cannot run first.
 fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
-    args.prev_result()?
-        .ok_or_else(|| CniError::internal("Required prevResult missing"))
+    args.required_prev_result("Required prevResult missing")
 }
 
 fn open_netns(args: &CmdArgs) -> Result<NetNs, CniError> {

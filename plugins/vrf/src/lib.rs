@@ -58,8 +58,7 @@ impl Plugin for Vrf {
 // What ADD, DEL and CHECK share.
 
 fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
-    args.prev_result()?
-        .ok_or_else(|| CniError::internal("missing prevResult from earlier plugin"))
+    args.required_prev_result("missing prevResult from earlier plugin")
 }
 
 /// The container namespace, locked for the rest of the command (its
