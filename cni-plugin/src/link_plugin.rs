@@ -61,8 +61,7 @@ pub fn open_netns(args: &CmdArgs) -> Result<NetNs, CniError> {
         .netns
         .as_deref()
         .ok_or_else(|| CniError::internal("CNI_NETNS is required"))?;
-    NetNs::open(path)
-        .map_err(|e| CniError::internal(format!("failed to open netns {:?}: {e}", path.display())))
+    crate::netns::open(path)
 }
 
 /// The parent named `name`, or (no name) the interface of the first

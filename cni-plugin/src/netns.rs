@@ -1,10 +1,27 @@
-//! The container namespace opened under its host-wide lock.
+//! Opening the container's namespace: with the reference's error text
+//! ([`open`], [`open_if_present`]), or under its host-wide lock
+//! ([`open_locked_if_present`]).
 
 use crate::NetResult;
 use cni_net::NetNs;
 use cni_skel::CniError;
 use std::ops::Deref;
 use std::path::Path;
+
+/// `CNI_NETNS` opened, or the reference's error naming it:
+/// `failed to open netns "<path>": <why>`.
+pub fn open(path: &Path) -> Result<NetNs, CniError> {
+    NetNs::open(path).map_err(|e| open_failed(path, e))
+}
+
+/// [`open`], with a namespace that is gone as `None` (DEL).
+pub fn open_if_present(path: &Path) -> Result<Option<NetNs>, CniError> {
+    NetNs::open_if_present(path).map_err(|e| open_failed(path, e))
+}
+
+fn open_failed(path: &Path, e: cni_net::NetError) -> CniError {
+    CniError::internal(format!("failed to open netns {:?}: {e}", path.display()))
+}
 
 /// An open namespace and its `cni_lock::netns` lock, released when this
 /// is dropped (after the namespace's file is closed).

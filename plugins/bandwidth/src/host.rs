@@ -11,8 +11,7 @@ use std::path::Path;
 pub fn open_netns(path: Option<&Path>) -> Result<NetNs, CniError> {
     let path =
         path.ok_or_else(|| CniError::internal("failed to open netns: CNI_NETNS is empty"))?;
-    NetNs::open(path)
-        .map_err(|e| CniError::internal(format!("failed to open netns {:?}: {e}", path.display())))
+    cni_plugin::netns::open(path)
 }
 
 /// The container interface `ifname`'s veth peer in the host namespace

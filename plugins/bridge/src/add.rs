@@ -374,9 +374,7 @@ fn prepare(args: &CmdArgs, conf: &Conf) -> Result<(Netlink, Link, NetNs, Netlink
     // ADD whose CNI_NETNS is not a network namespace must not create the
     // bridge.
     let netns = args.netns.as_deref().unwrap_or(std::path::Path::new(""));
-    let ns = NetNs::open(netns).map_err(|e| {
-        CniError::internal(format!("failed to open netns {:?}: {e}", netns.display()))
-    })?;
+    let ns = cni_plugin::netns::open(netns)?;
     let ns_nl = Netlink::for_ns(&ns).cni()?;
     let host = Netlink::host().cni()?;
     let br = setup_bridge(&host, conf)?;

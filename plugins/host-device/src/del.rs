@@ -39,9 +39,7 @@ fn del_device(args: &CmdArgs) -> Result<(), CniError> {
     let Some(path) = args.netns.as_deref() else {
         return Ok(());
     };
-    let ns = NetNs::open_if_present(path).map_err(|e| {
-        CniError::internal(format!("failed to open netns {:?}: {e}", path.display()))
-    })?;
+    let ns = cni_plugin::netns::open_if_present(path)?;
     let Some(ns) = ns else {
         return file.remove();
     };

@@ -177,9 +177,7 @@ pub fn add(args: &CmdArgs) -> CmdResult {
         .netns
         .as_deref()
         .ok_or_else(|| CniError::internal("CNI_NETNS is required for ADD"))?;
-    let ns = NetNs::open(path).map_err(|e| {
-        CniError::internal(format!("failed to open netns {:?}: {e}", path.display()))
-    })?;
+    let ns = cni_plugin::netns::open(path)?;
     // The IPAM delegate is a separate process that mostly waits on exec
     // and files: create the veth pair meanwhile.
     let ipam = delegate::ipam_add_start(args)?;

@@ -6,7 +6,7 @@
 use crate::add::{host_net, subnet};
 use crate::config;
 use cni_fw::masq::{self, Attachment, Backend};
-use cni_net::{IpFamily, NetNs, Netlink, scope};
+use cni_net::{IpFamily, Netlink, scope};
 use cni_plugin::NetResult;
 use cni_plugin::iface;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Command, Interface, Output, delegate};
@@ -18,9 +18,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
         .netns
         .as_deref()
         .ok_or_else(|| CniError::internal("CNI_NETNS is required for CHECK"))?;
-    let ns = NetNs::open(path).map_err(|e| {
-        CniError::internal(format!("failed to open netns {:?}: {e}", path.display()))
-    })?;
+    let ns = cni_plugin::netns::open(path)?;
     delegate::ipam_run(Command::Check, args)?;
     let result = args.required_prev_result("ptp: Required prevResult missing")?;
     let netns = path.display().to_string();
