@@ -44,6 +44,12 @@ const PLUGINS: &[(&str, Main)] = &[
     ("vrf", vrf::main),
 ];
 
+/// The order of the functions at link time (scripts/link-ordered reads
+/// it, by path): named here only so that cargo relinks rcni when it
+/// changes (rustc lists an included file among the crate's inputs). An
+/// unused constant: nothing of it is in the binary.
+const _LINK_ORDER: &str = include_str!("../link-order");
+
 /// The name of the multicall binary itself: called so, the first argument
 /// names the plugin.
 const SELF: &str = "rcni";
