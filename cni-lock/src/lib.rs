@@ -125,7 +125,7 @@ pub fn netns(dev: u64, ino: u64) -> Result<Option<Lock>, CniError> {
 /// Takes the exclusive `flock` on `file` (the lock file at `path`, kept
 /// where the caller must keep it), waiting at most [`timeout`].
 pub fn wait(file: &File, path: &Path) -> Result<(), CniError> {
-    wait_until(file, path, Instant::now(), timeout()?)
+    wait_until(file, path, timeout()?)
 }
 
 /// How long a lock is waited for: [`TIMEOUT_VAR`] seconds, else
@@ -370,7 +370,7 @@ fn open_file(dir: &OwnedFd, name: &str, path: &Path) -> Result<File, CniError> {
 
 /// Waits for the lock on `file` (at `path`) and holds it.
 fn hold(file: File, path: PathBuf, timeout: Duration) -> Result<Lock, CniError> {
-    wait_until(&file, &path, Instant::now(), timeout)?;
+    wait_until(&file, &path, timeout)?;
     log::debug!("holding {}", path.display());
     Ok(Lock { file, path })
 }
@@ -404,7 +404,9 @@ fn lock_failed(path: &Path, e: std::io::Error) -> CniError {
 
 /// Takes the lock on `file` at once when it is free; else waits for it in
 /// a blocking `flock` on a thread of its own until `timeout` has passed
-/// since `start` (polling when no thread can be had).
+/// (polling when no thread can be had). The clock is read only when the
+/// lock is contended: where the clock is a system call (no vDSO, as under
+/// user-mode-linux) an uncontended lock does not pay for it.
 ///
 /// The thread locks a duplicate of the descriptor: an `flock` belongs to
 /// the open file, which both share, so the lock it gets is `file`'s. After
@@ -412,12 +414,13 @@ fn lock_failed(path: &Path, e: std::io::Error) -> CniError {
 /// its duplicate, so the lock lasts as long as the open file does: the
 /// caller's error ends the plugin, which closes it (a named lock's file is
 /// dropped with the error already).
-fn wait_until(file: &File, path: &Path, start: Instant, timeout: Duration) -> Result<(), CniError> {
+fn wait_until(file: &File, path: &Path, timeout: Duration) -> Result<(), CniError> {
     match file.try_lock() {
         Ok(()) => return Ok(()),
         Err(TryLockError::WouldBlock) => {}
         Err(TryLockError::Error(e)) => return Err(lock_failed(path, e)),
     }
+    let start = Instant::now();
     let Some(left) = timeout
         .checked_sub(start.elapsed())
         .filter(|d| !d.is_zero())
