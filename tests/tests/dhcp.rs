@@ -351,6 +351,58 @@ fn daemon_flags_pidfile_and_signals() {
     assert!(!pidfile.exists());
 }
 
+/// `-pidfile` in a directory others can write: a symlink, a second hard
+/// link or a FIFO planted at its name is refused (exit 1, nothing written
+/// through it), where writing through them let any user have root
+/// overwrite a file of their choosing (or hang the daemon's start).
+#[test]
+fn ld_pidfile_planted_links_are_refused() {
+    if skip("ld_pidfile_planted_links_are_refused") {
+        return;
+    }
+    let dir = TempDir::new("ldpid");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    let symlink = dir.join("sym.pid");
+    std::os::unix::fs::symlink(&victim, &symlink).unwrap();
+    let hardlink = dir.join("hard.pid");
+    std::fs::hard_link(&victim, &hardlink).unwrap();
+    let fifo = dir.join("fifo.pid");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for (i, planted) in [&symlink, &hardlink, &fifo].into_iter().enumerate() {
+        let mut child = Command::new(bin("dhcp"))
+            .args(["daemon", "-pidfile"])
+            .arg(planted)
+            .arg("-socketpath")
+            .arg(dir.path().join(format!("d{i}.sock")))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if started.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "keep",
+            "written through {planted:?}"
+        );
+        assert_eq!(status.and_then(|s| s.code()), Some(1), "{planted:?}: {err}");
+        assert!(err.contains("Error writing pidfile"), "{planted:?}: {err}");
+    }
+}
+
 #[test]
 fn socket_activation_as_systemd_passes_it() {
     if skip("socket_activation_as_systemd_passes_it") {

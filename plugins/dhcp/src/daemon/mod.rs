@@ -14,6 +14,34 @@ mod flags;
 mod lease;
 mod service;
 
+/// Writes our pid (decimal, mode 0644, as the reference does) to `path`,
+/// never through a symlink and never into a file that is not a plain file
+/// of ours with one name: an administrator may point `-pidfile` into a
+/// directory others can write (`/tmp`), where a planted symlink or hard
+/// link would have had root truncate and overwrite the file it names. The
+/// open does not wait on a FIFO planted there either.
+fn write_pidfile(path: &str) -> std::io::Result<()> {
+    use nix::fcntl::OFlag;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file()
+        || meta.nlink() != 1
+        || meta.uid() != nix::unistd::geteuid().as_raw()
+    {
+        return Err(std::io::Error::other(
+            "not a regular file of ours with one link; refusing to write it",
+        ));
+    }
+    file.set_len(0)?;
+    file.write_all(std::process::id().to_string().as_bytes())
+}
+
 #[cfg(test)]
 mod live_tests;
 
@@ -75,7 +103,7 @@ fn run(mut flags: flags::Flags) -> Result<(), String> {
                 flags.pidfile
             ));
         }
-        std::fs::write(&flags.pidfile, std::process::id().to_string())
+        write_pidfile(&flags.pidfile)
             .map_err(|e| format!("Error writing pidfile {:?}: {e}", flags.pidfile))?;
     }
 
