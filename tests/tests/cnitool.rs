@@ -72,11 +72,7 @@ impl World {
             .envs(env.iter().copied())
             .output()
             .expect("run cnitool");
-        PluginOutput {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        PluginOutput::from(out)
     }
 
     fn cnitool(&self, args: &[&str], env: &[(&str, &str)]) -> PluginOutput {

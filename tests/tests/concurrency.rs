@@ -11,9 +11,11 @@
 
 mod common;
 
-use common::{Out, cni_env, diff, reservations, run_plugin, say, snapshot};
+use common::{cni_env, diff, reservations, say, snapshot};
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{FIREWALL_TOOLS, Netns, bin, skip_unless, skip_unless_root, unique};
+use rcni_tests::{
+    FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, skip_unless, skip_unless_root, unique,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -46,9 +48,13 @@ impl Net {
         }
     }
 
-    fn run(&self, plugin: &str, cmd: &str, cid: &str, ns: &Netns, conf: &Value) -> Out {
+    fn run(&self, plugin: &str, cmd: &str, cid: &str, ns: &Netns, conf: &Value) -> PluginOutput {
         let env = cni_env(cmd, cid, &ns.path().display().to_string(), "eth0");
-        run_plugin(&self.host, &bin(plugin), &env, conf.to_string().as_bytes())
+        Invocation::bare(bin(plugin))
+            .in_host(&self.host)
+            .envs(env)
+            .config(conf)
+            .run()
     }
 
     fn portmap_conf(&self, i: usize, prev: &Value) -> Value {
@@ -87,7 +93,7 @@ fn sixty_four_adds_on_one_bridge() {
     net.run("bridge", "DEL", "cxwarm", &warm, &net.bridge_conf);
     let baseline = snapshot(&net.host);
     let containers: Vec<Netns> = (0..64).map(|_| Netns::new("cxc")).collect();
-    let outs: Vec<Out> = std::thread::scope(|s| {
+    let outs: Vec<PluginOutput> = std::thread::scope(|s| {
         let hs: Vec<_> = containers
             .iter()
             .enumerate()
@@ -98,7 +104,7 @@ fn sixty_four_adds_on_one_bridge() {
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let failures: Vec<&Out> = outs.iter().filter(|o| o.code != 0).collect();
+    let failures: Vec<&PluginOutput> = outs.iter().filter(|o| o.code != 0).collect();
     let ips: Vec<String> = outs
         .iter()
         .filter(|o| o.code == 0)

@@ -1005,18 +1005,13 @@ fn status_needs_a_backend() {
         .run()
         .ok();
     // No iptables tools on PATH and no firewalld: code 50.
-    let out = rcni_tests::exec_plugin(
-        None,
-        &ours(),
-        [
-            ("CNI_COMMAND", "STATUS"),
-            ("CNI_PATH", "/nonexistent"),
-            ("PATH", "/nonexistent"),
-            ("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS),
-        ],
-        c.to_string().as_bytes(),
-    );
-    let e: Value = serde_json::from_slice(&out.stdout).expect("error JSON");
+    let e = Invocation::new(ours(), "STATUS")
+        .env("CNI_PATH", "/nonexistent")
+        .env("PATH", "/nonexistent")
+        .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
+        .config(&c)
+        .run()
+        .err();
     assert_eq!(e["code"], 50, "{e}");
 }
 

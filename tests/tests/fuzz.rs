@@ -18,13 +18,14 @@ use cni_skel::version::ALL;
 use cni_skel::{
     CmdArgs, CmdResult, CniError, CniResult, Dns, Interface, IpConfig, Output, Plugin, Route,
 };
-use common::{Out, cni_env, os, run_plugin, set_at, set_env};
+use common::{cni_env, os, set_at, set_env};
 use ipnetwork::IpNetwork;
 use proptest::prelude::*;
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{Netns, bin};
+use rcni_tests::{Invocation, Netns, PluginOutput, bin};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
@@ -692,6 +693,14 @@ impl Sandbox {
         serde_json::from_str(&text).unwrap()
     }
 
+    fn run(&self, plugin: &str, env: &[(OsString, OsString)], conf: &Value) -> PluginOutput {
+        Invocation::bare(bin(plugin))
+            .in_host(&self.host)
+            .envs(env.iter().cloned())
+            .config(conf)
+            .run()
+    }
+
     /// Runs one case: a clean outcome, and a successful ADD is undone.
     fn exec(
         &self,
@@ -710,7 +719,7 @@ impl Sandbox {
         if let Some(a) = cni_args {
             set_env(&mut env, "CNI_ARGS", os(a.as_bytes().to_vec()));
         }
-        let out: Out = run_plugin(&self.host, &bin(plugin), &env, conf.to_string().as_bytes());
+        let out = self.run(plugin, &env, &conf);
         if let Some(p) = out.panic() {
             return Err(format!("{plugin} {cmd} {conf}: {p}"));
         }
@@ -719,7 +728,7 @@ impl Sandbox {
         if out.code == 0 && cmd == "ADD" {
             let mut del = env.clone();
             set_env(&mut del, "CNI_COMMAND", "DEL".into());
-            run_plugin(&self.host, &bin(plugin), &del, conf.to_string().as_bytes());
+            self.run(plugin, &del, &conf);
         }
         Ok(())
     }

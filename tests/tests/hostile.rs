@@ -28,12 +28,13 @@
 
 mod common;
 
-use common::{
-    Out, cni_env, diff, files_under, os, run_plugin, say, set_at, set_env, snapshot, unset_env,
-};
+use common::{cni_env, diff, files_under, os, say, set_at, set_env, snapshot, unset_env};
 use rcni_tests::iface_util::skip_unless_kind;
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{FIREWALL_TOOLS, Netns, bin, bin_dir, skip_unless, skip_unless_root, unique};
+use rcni_tests::{
+    FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, bin_dir, skip_unless, skip_unless_root,
+    unique,
+};
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -230,8 +231,12 @@ impl World {
         })
     }
 
-    fn run(&self, env: &Env, stdin: &[u8]) -> Out {
-        run_plugin(&self.host, &bin(self.plugin), env, stdin)
+    fn run(&self, env: &Env, stdin: &[u8]) -> PluginOutput {
+        Invocation::bare(bin(self.plugin))
+            .in_host(&self.host)
+            .envs(env.iter().cloned())
+            .stdin(stdin)
+            .run()
     }
 
     /// The container's links and addresses (with MTU, MAC and flags) and

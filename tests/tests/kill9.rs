@@ -19,15 +19,13 @@
 
 mod common;
 
-use common::{cni_env, diff, say, set_env, snapshot};
+use common::{cni_env, diff, say, snapshot};
 use rcni_tests::host_local_util;
 use rcni_tests::tempdir::TempDir;
-use rcni_tests::{FIREWALL_TOOLS, Netns, bin, skip_unless, unique};
+use rcni_tests::{FIREWALL_TOOLS, Invocation, Netns, PluginOutput, bin, skip_unless, unique};
 use serde_json::{Value, json};
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// xorshift64*: reproducible with the seed printed in the summary.
@@ -73,27 +71,6 @@ fn runs() -> usize {
 }
 
 type Env = Vec<(OsString, OsString)>;
-
-/// Starts `plugin` in `host` as `ip netns exec` would, without exec'ing
-/// `ip` ([`Netns::spawn`]): the child is the plugin from its first
-/// instruction and `spawn` returns once it is exec'd, so the kill moment
-/// counts from there (no `ip` exec in front of it to wait out, which costs
-/// 30-75 ms under user-mode-linux).
-fn start(host: &Netns, plugin: &Path, env: &Env, stdin: &[u8]) -> std::process::Child {
-    let mut cmd = Command::new(plugin);
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = host.spawn(&mut cmd).expect("spawn");
-    let mut pipe = child.stdin.take().unwrap();
-    // A config is far smaller than a pipe's buffer: this never blocks.
-    let _ = pipe.write_all(stdin);
-    drop(pipe);
-    child
-}
 
 /// Pids of processes whose environment holds `CNI_CONTAINERID=<cid>`: the
 /// plugin and what it started (IPAM, iptables-restore, nft).
@@ -241,13 +218,19 @@ impl Lab {
         state
     }
 
-    fn run(&self, cmd: &str, cid: &str, conf: &Value) -> common::Out {
-        common::run_plugin(
-            &self.host,
-            &bin(self.plugin),
-            &self.env(cmd, cid),
-            conf.to_string().as_bytes(),
-        )
+    /// The plugin's `cmd` in the host namespace, as a runtime makes it.
+    /// Its `spawn` returns once the plugin is exec'd (no `ip` exec in front
+    /// of it, which costs 30-75 ms under user-mode-linux), so a kill moment
+    /// counts from there.
+    fn invocation(&self, cmd: &str, cid: &str, conf: &Value) -> Invocation {
+        Invocation::bare(bin(self.plugin))
+            .in_host(&self.host)
+            .envs(self.env(cmd, cid))
+            .config(conf)
+    }
+
+    fn run(&self, cmd: &str, cid: &str, conf: &Value) -> PluginOutput {
+        self.invocation(cmd, cid, conf).run()
     }
 }
 
@@ -383,12 +366,7 @@ fn kill9(plugin: &'static str, n: u8) {
     let mut timed = Vec::new();
     for i in 0..WARM_UP_RUNS {
         let conf = (lab.conf)(i);
-        let mut child = start(
-            &lab.host,
-            &bin(plugin),
-            &lab.env("ADD", &warm),
-            conf.to_string().as_bytes(),
-        );
+        let mut child = lab.invocation("ADD", &warm, &conf).spawn();
         let execd = Instant::now();
         let status = child.wait().unwrap();
         if i >= 2 {
@@ -417,12 +395,7 @@ fn kill9(plugin: &'static str, n: u8) {
         let cid = format!("kx{n}-{i}");
         let delay = window.pick(&mut rng);
         let t = Instant::now();
-        let mut child = start(
-            &lab.host,
-            &bin(plugin),
-            &lab.env("ADD", &cid),
-            conf.to_string().as_bytes(),
-        );
+        let mut child = lab.invocation("ADD", &cid, &conf).spawn();
         // The moment is measured from the plugin's exec (`start` returns
         // after it).
         std::thread::sleep(delay);
@@ -462,14 +435,7 @@ fn kill9(plugin: &'static str, n: u8) {
         spent.files += t.elapsed();
         // The runtime's DEL after a failed ADD.
         let t = Instant::now();
-        let mut del_env = lab.env("DEL", &cid);
-        set_env(&mut del_env, "CNI_COMMAND", "DEL".into());
-        let out = common::run_plugin(
-            &lab.host,
-            &bin(plugin),
-            &del_env,
-            conf.to_string().as_bytes(),
-        );
+        let out = lab.run("DEL", &cid, &conf);
         if out.code != 0 {
             problems.push(format!("run {i}: DEL failed: {out:?}"));
         }

@@ -1,5 +1,5 @@
-//! Shared by the hardening tests (hostile, kill9, concurrency, soak): plugin
-//! runs with raw bytes in the environment and on stdin, snapshots of a
+//! Shared by the hardening tests (hostile, kill9, concurrency, soak): CNI
+//! environments with raw bytes in them (run by `rcni_tests::Invocation`), snapshots of a
 //! private host namespace's links, addresses and rules, and summary lines.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -20,74 +20,6 @@ pub fn say(line: &str) {
 /// An environment variable from raw bytes.
 pub fn os(s: impl Into<Vec<u8>>) -> OsString {
     OsString::from_vec(s.into())
-}
-
-/// What a plugin run printed and how it ended.
-#[derive(Debug, Clone)]
-pub struct Out {
-    /// Exit status; -1 when killed by a signal.
-    pub code: i32,
-    /// Signal that ended it, if any.
-    pub signal: Option<i32>,
-    /// stdout, lossily decoded.
-    pub stdout: String,
-    /// stderr, lossily decoded.
-    pub stderr: String,
-}
-
-impl Out {
-    /// Why this is not a clean CNI error: exit 1, `{code, msg}` on stdout,
-    /// no panic of any kind.
-    pub fn not_clean_error(&self) -> Option<String> {
-        if let Some(p) = self.panic() {
-            return Some(p);
-        }
-        if self.code != 1 {
-            return Some(format!("exit {} (want 1)", self.code));
-        }
-        self.error_json_problem()
-    }
-
-    /// A panic, a signal or the skel's panic-hook message.
-    pub fn panic(&self) -> Option<String> {
-        if let Some(s) = self.signal {
-            return Some(format!("killed by signal {s}"));
-        }
-        if self.stderr.contains("panicked") {
-            return Some(format!("panicked: {}", self.stderr.trim()));
-        }
-        if self.stdout.contains("internal error: ") {
-            return Some(format!("panic hook answered: {}", self.stdout.trim()));
-        }
-        None
-    }
-
-    /// Whether stdout is a CNI error object.
-    pub fn error_json_problem(&self) -> Option<String> {
-        match serde_json::from_str::<Value>(&self.stdout) {
-            Ok(v) if v["code"].is_u64() && v["msg"].is_string() => None,
-            Ok(v) => Some(format!("not a CNI error: {v}")),
-            Err(e) => Some(format!("stdout is not JSON ({e}): {:?}", self.stdout)),
-        }
-    }
-}
-
-/// Runs `plugin` in `host` (`ip netns exec`, as a runtime on that host
-/// would) with exactly `env` (plus PATH) and `stdin`.
-pub fn run_plugin(host: &Netns, plugin: &Path, env: &[(OsString, OsString)], stdin: &[u8]) -> Out {
-    let out = rcni_tests::exec_plugin(
-        Some(host.name()),
-        plugin,
-        env.iter().map(|(k, v)| (k, v)),
-        stdin,
-    );
-    use std::os::unix::process::ExitStatusExt;
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        signal: out.status.signal(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 /// The usual `CNI_*` environment.
