@@ -95,6 +95,29 @@ fn same_outcome(
     ours.0
 }
 
+/// A config ours refuses and the reference's `kind` takes: ours' ADD, in
+/// a fresh [`Pair`] (`prepare`d), fails with a CNI error, leaving what
+/// `look` sees as it was, and DEL then succeeds; Go's ADD in another fresh
+/// `Pair` succeeds. Returns ours' error.
+fn ours_refuses_go_takes(
+    kind: &str,
+    conf: &Value,
+    prepare: impl Fn(&Pair),
+    look: impl Fn(&Pair) -> String,
+) -> Value {
+    let [ours, go] = both(kind);
+    let p = Pair::new();
+    prepare(&p);
+    let before = look(&p);
+    let err = p.run(&ours, "ADD", conf).err();
+    assert_eq!(look(&p), before, "{kind} {conf}: {err}");
+    p.run(&ours, "DEL", conf).ok();
+    let p = Pair::new();
+    prepare(&p);
+    p.run(&go, "ADD", conf).ok();
+    err
+}
+
 /// The MTU of `dev` in `ns`.
 fn mtu(ns: &Netns, dev: &str) -> u64 {
     ns.ip_json(&["link", "show", dev])[0]["mtu"]
@@ -405,20 +428,11 @@ fn par_firewall_admin_chain_like_go() {
         "CNI-ISOLATION-STAGE-1",
         "CNI-ISOLATION-STAGE-2",
     ] {
-        let [ours, go] = both("firewall");
-        let p = Pair::new();
-        let out = p.run(&ours, "ADD", &conf(chain));
-        assert_eq!(out.code, 1, "{chain}: {out:?}");
+        let err = ours_refuses_go_takes("firewall", &conf(chain), |_| {}, filter_rules);
         assert!(
-            out.err()["msg"]
-                .as_str()
-                .unwrap()
-                .contains("iptablesAdminChainName"),
-            "{chain}: {out:?}"
+            rcni_tests::error_msg(&err).contains("iptablesAdminChainName"),
+            "{chain}: {err}"
         );
-        assert_eq!(p.run(&ours, "DEL", &conf(chain)).code, 0, "{chain}");
-        let p = Pair::new();
-        p.run(&go, "ADD", &conf(chain)).ok();
     }
 }
 
@@ -513,18 +527,14 @@ fn par_portmap_chain_and_tokens_like_go() {
             "prevResult": prev_result(&["10.162.10.2/24".into()]),
         }),
     ] {
-        let [ours, go] = both("portmap");
-        let p = Pair::new();
-        wired_with_chains(&p, &chains);
-        let before = nat_rules(&p);
-        let out = p.run(&ours, "ADD", &conf(extra.clone()));
-        assert_eq!(out.code, 1, "{extra}: {out:?}");
-        assert_eq!(nat_rules(&p), before, "{extra}");
-        let p = Pair::new();
-        wired_with_chains(&p, &chains);
         // Go's ADD succeeds (its DEL of the newline one then fails: it
         // cannot parse its own rule back).
-        p.run(&go, "ADD", &conf(extra)).ok();
+        ours_refuses_go_takes(
+            "portmap",
+            &conf(extra),
+            |p| wired_with_chains(p, &chains),
+            nat_rules,
+        );
     }
 }
 
@@ -564,11 +574,5 @@ fn par_firewall_bridge_names_like_go() {
             got.state
         );
     }
-    let [ours, go] = both("firewall");
-    let p = Pair::new();
-    let out = p.run(&ours, "ADD", &conf("parbr+"));
-    assert_eq!(out.code, 1, "{out:?}");
-    assert_eq!(filter_rules(&p), filter_rules(&Pair::new()));
-    let p = Pair::new();
-    p.run(&go, "ADD", &conf("parbr+")).ok();
+    ours_refuses_go_takes("firewall", &conf("parbr+"), |_| {}, filter_rules);
 }
