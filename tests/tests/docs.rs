@@ -216,7 +216,7 @@ fn report(args: &[&Path], page: &Path, chart: &Path) -> (String, String) {
 
 /// docs/performance.md's generated part and docs/performance.svg are what
 /// `scripts/bench --report` renders from the committed runs
-/// (docs/performance.json and docs/performance-*.json): a figure edited
+/// (docs/performance.json and docs/performance-vm*.json): a figure edited
 /// by hand between the markers, a JSON committed without re-rendering, or
 /// a report change not re-run over the committed JSON fails here.
 #[test]
@@ -315,4 +315,187 @@ fn dc_bench_report_merges_vm_runs() {
     .unwrap();
     assert_eq!(report(&[&host_json, &vm_json], &page, &chart), (md, svg));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Figures that stay typed in the docs, each with why: constants of the
+/// code, the kernel or a standard (a bound, a timeout, a default), which
+/// no run measures. A measured figure belongs in a generated block (the
+/// bench's or the fuzzers' report) or in the commit message that measured
+/// it.
+const TYPED_FIGURES: &[(&str, &[&str], &str)] = &[
+    (
+        "docs/design.md",
+        &["0.30 ×", "0.5 ×"],
+        "the binary size targets, scripts/bench's SIZE_TARGETS",
+    ),
+    (
+        "docs/release.md",
+        &["64 KiB"],
+        "the kernel's fault-around window",
+    ),
+    (
+        "docs/reliability.md",
+        &["1 MiB"],
+        "the size of hostile.rs's inputs",
+    ),
+    (
+        "docs/security.md",
+        &["60 s", "85 %", "50 %", "15 s", "4 s"],
+        "the dhcp daemon's renewal schedule: dhclient's floor, RFC 2131's defaults, its own floors",
+    ),
+    (
+        "docs/security.md",
+        &["256 KiB", "1 MiB", "2 MiB", "64 KiB", "30 s"],
+        "the dhcp daemon's RPC bounds and deadline, RCNI_LOCK_TIMEOUT's default",
+    ),
+    (
+        "plugins/bandwidth/README.md",
+        &["4 GB", "25 ms", "275 s", "274.9 s"],
+        "tbf's limits and the plugin's latency",
+    ),
+    (
+        "plugins/dhcp/README.md",
+        &["1 MiB", "2 MiB", "64 KiB", "30 s", "256 KiB"],
+        "the RPC bounds and deadline, the threads' stacks",
+    ),
+    (
+        "plugins/dhcp/README.md",
+        &[
+            "5 s", "10 s", "62 s", "208 s", "2 s", "1 s", "4 s", "8 s", "50 %", "4-60 s", "85 %",
+            "60 s", "15 s",
+        ],
+        "the daemon's flags' defaults, the reference's retries, the renewal schedule, a test's window",
+    ),
+    (
+        "plugins/firewall/README.md",
+        &["20 s"],
+        "the D-Bus client's timeout per call",
+    ),
+    (
+        "plugins/host-local/README.md",
+        &["1–10 ms"],
+        "a coarse kernel clock's tick",
+    ),
+    (
+        "plugins/tap/README.md",
+        &["10 s", "5 s"],
+        "the plugin's bound on its helper, the reference's wait",
+    ),
+    (
+        "plugins/vrf/README.md",
+        &["2.5 s"],
+        "the plugin's bound on an address becoming usable",
+    ),
+];
+
+/// The figures in one line of prose: a number (its preceding character
+/// not part of a word, a version or a sign; digits with `,`/`.` inside and
+/// a `–`/`-` range) followed, after at most one space, by a unit of time,
+/// size, a ratio (`×`, `x`) or a percentage that ends there. Each comes
+/// back as "number unit".
+fn figures_in(line: &str) -> Vec<String> {
+    const UNITS: &[&str] = &[
+        "KiB", "MiB", "GiB", "min", "ms", "µs", "ns", "KB", "kB", "MB", "GB", "s", "%", "×", "x",
+    ];
+    // Inline code (`...`) is a command or a value, not a figure.
+    let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+    let c: Vec<char> = prose.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        let starts = c[i].is_ascii_digit()
+            && (i == 0 || !(c[i - 1].is_alphanumeric() || ".-−_,".contains(c[i - 1])));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < c.len()
+            && (c[j].is_ascii_digit()
+                || (",.–-".contains(c[j]) && c.get(j + 1).is_some_and(|d| d.is_ascii_digit())))
+        {
+            j += 1;
+        }
+        let number: String = c[i..j].iter().collect();
+        let mut k = j;
+        if k < c.len() && [' ', '\u{a0}', '\u{202f}'].contains(&c[k]) {
+            k += 1;
+        }
+        let rest: String = c[k..].iter().collect();
+        if let Some(unit) = UNITS.iter().find(|u| {
+            rest.starts_with(**u)
+                && !rest[u.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|n| n.is_alphanumeric())
+        }) {
+            out.push(format!("{number} {unit}"));
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+/// No figure is typed by hand in README.md, docs/ or a plugin's README
+/// (issue 29): outside the generated blocks (`<!-- BEGIN generated ...`
+/// to `<!-- END generated ...`), fenced code and inline code, every
+/// number with a unit of time, size, ratio or percentage must be one of
+/// TYPED_FIGURES, a constant with its reason. A measured figure goes in a
+/// run's JSON and its report, or in the commit message that measured it.
+#[test]
+fn dc_no_hand_typed_figures_outside_generated_blocks() {
+    // The scanner itself: what it takes and what it leaves.
+    assert_eq!(
+        figures_in("3–14× faster, 18.6 MB, 0.95x, 12 ms, 80 %, 1,496 µs"),
+        ["3–14 ×", "18.6 MB", "0.95 x", "12 ms", "80 %", "1,496 µs"]
+    );
+    assert!(figures_in("l3s, 0.3.x, 1.x, 0x10, v1.1.1, `50 ms`, 7 bytes").is_empty());
+    let mut files = vec![root().join("README.md")];
+    for dir in ["docs", "plugins"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if dir == "docs" && path.extension().is_some_and(|e| e == "md") {
+                files.push(path);
+            } else if dir == "plugins" && path.join("README.md").exists() {
+                files.push(path.join("README.md"));
+            }
+        }
+    }
+    files.sort();
+    let mut found = Vec::new();
+    for path in &files {
+        let rel = path
+            .strip_prefix(root())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let allowed: Vec<&str> = TYPED_FIGURES
+            .iter()
+            .filter(|(f, _, _)| *f == rel)
+            .flat_map(|(_, figs, _)| figs.iter().copied())
+            .collect();
+        let (mut generated, mut fence) = (false, false);
+        for (n, line) in std::fs::read_to_string(path).unwrap().lines().enumerate() {
+            if line.starts_with("<!-- BEGIN generated") {
+                generated = true;
+            } else if line.starts_with("<!-- END generated") {
+                generated = false;
+            } else if line.trim_start().starts_with("```") {
+                fence = !fence;
+            } else if !generated && !fence {
+                for fig in figures_in(line) {
+                    if !allowed.contains(&fig.as_str()) {
+                        found.push(format!("{rel}:{}: {fig:?} in {line:?}", n + 1));
+                    }
+                }
+            }
+        }
+        assert!(!generated, "{rel}: a generated block is not closed");
+    }
+    assert!(
+        found.is_empty(),
+        "figures typed by hand (generate them from a run's JSON, point to the commit that \
+         measured them, or add a constant to TYPED_FIGURES with its reason):\n{}",
+        found.join("\n")
+    );
 }
