@@ -5,13 +5,14 @@
 //! kind, VLAN filtering on bridges) cannot pass here by skipping it: it
 //! skips here and runs in a VM (`scripts/vmtest`) whose kernel has it,
 //! where `RCNI_REQUIRE_KERNEL_FEATURES=1` turns the skip into a failure.
-//! Which VM entry runs which test is a list of test binaries; a test that
-//! no entry runs would pass nowhere and fail nowhere. So each test declares
-//! the feature it needs as it runs ([`skip_without_kernel_feature`] where
-//! the kernel lacks it, [`kernel_feature_present`] where it has it), and
-//! with `RCNI_FEATURE_LEDGER=<file>` each declaration is a line in that
-//! file. `scripts/test` points the host's runs and the VMs at one ledger and
-//! fails when a test skipped for a feature ran nowhere that has it.
+//! Each test declares the feature it needs as it runs
+//! ([`skip_without_kernel_feature`] where the kernel lacks it,
+//! [`kernel_feature_present`] where it has it), and with
+//! `RCNI_FEATURE_LEDGER=<file>` each declaration is a line in that file.
+//! `scripts/test` points the host's runs and the VMs at one ledger;
+//! `scripts/vmtest` runs every test the host skipped for a feature (no
+//! list of names to keep), and `scripts/test` fails when one of them ran
+//! nowhere that has it.
 
 // Test code: failing loudly is its job.
 #![allow(clippy::panic)]
