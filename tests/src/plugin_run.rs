@@ -18,6 +18,17 @@ use std::time::Duration;
 /// a hung plugin meets it, and the test then fails instead of hanging.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// [`DEFAULT_TIMEOUT`], or twice the lock deadline a slow machine gives
+/// the plugins (RCNI_LOCK_TIMEOUT, seconds: 600 under scripts/vmtest's
+/// qemu) when that is longer.
+fn default_timeout() -> Duration {
+    let lock = std::env::var("RCNI_LOCK_TIMEOUT")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map_or(Duration::ZERO, |s| Duration::from_secs(s.saturating_mul(2)));
+    DEFAULT_TIMEOUT.max(lock)
+}
+
 /// One plugin invocation, built up and then run as a runtime would.
 #[derive(Debug, Clone)]
 pub struct Invocation {
@@ -55,7 +66,7 @@ impl Invocation {
             host: None,
             wrapper: Vec::new(),
             stdin: Vec::new(),
-            timeout: DEFAULT_TIMEOUT,
+            timeout: default_timeout(),
         }
     }
 
@@ -123,7 +134,7 @@ impl Invocation {
     }
 
     /// How long [`Invocation::run`] waits before it kills the plugin
-    /// (default [`DEFAULT_TIMEOUT`]).
+    /// (default [`DEFAULT_TIMEOUT`], longer where RCNI_LOCK_TIMEOUT is).
     pub fn timeout(mut self, limit: Duration) -> Self {
         self.timeout = limit;
         self
@@ -317,4 +328,46 @@ impl PluginOutput {
 /// The `msg` of a CNI error (`PluginOutput::err`), empty when it has none.
 pub fn error_msg(e: &Value) -> &str {
     e["msg"].as_str().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tr_runs_with_exactly_the_given_environment_and_stdin() {
+        let out = Invocation::new("/usr/bin/env", "VERSION")
+            .env("CNI_ARGS", "a=b")
+            .unset("CNI_PATH")
+            .run();
+        let mut vars: Vec<&str> = out
+            .stdout
+            .lines()
+            .map(|l| l.split('=').next().unwrap())
+            .collect();
+        vars.sort();
+        let mut want = vec!["CNI_ARGS", "CNI_COMMAND", "PATH"];
+        if std::env::var_os("RCNI_LOCK_TIMEOUT").is_some() {
+            want.push("RCNI_LOCK_TIMEOUT");
+            want.sort();
+        }
+        assert_eq!(vars, want, "{out:?}");
+        let out = Invocation::bare("/bin/cat")
+            .config(&serde_json::json!({"a": 1}))
+            .run();
+        assert_eq!((out.code, out.stdout.as_str()), (0, r#"{"a":1}"#));
+    }
+
+    #[test]
+    fn tr_a_hung_plugin_is_killed_at_the_deadline() {
+        let t = std::time::Instant::now();
+        let out = Invocation::bare("/bin/true")
+            .via(&["sh", "-c", "exec sleep 60"])
+            .timeout(Duration::from_millis(200))
+            .run();
+        assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+        assert_eq!((out.code, out.signal), (-1, Some(9)), "{out:?}");
+        assert!(out.stderr.contains("killed after 200ms"), "{out:?}");
+        assert_eq!(out.panic().as_deref(), Some("killed by signal 9"));
+    }
 }
