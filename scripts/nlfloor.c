@@ -1,0 +1,121 @@
+/* The netlink floor of scripts/bench (issue 30): the smallest static
+ * process doing a row's kernel work, its netlink requests and tun ioctls
+ * (no C library: its own system calls, so its start-up is the spawn
+ * floor's). scripts/bench builds it with gcc and times it whole: no
+ * tool start-up to subtract. stdin is a list of records made by the
+ * bench's class Nl, each: u32 length (all of it), u32 op,
+ * u32 a, u32 b, then data:
+ *   1 OPEN   a=open flags, data=path (NUL-terminated); the fd takes the next slot
+ *   2 ENTER  setns(slot a, CLONE_NEWNET); later messages go on a new socket there
+ *   3 MSG    a=slot to store the answer's ifindex in (~0: none), b=patches;
+ *            data = b x (u32 offset, u32 slot): the message's u32 at offset
+ *            becomes the slot's value; then one netlink request, sent and its
+ *            answer read (the ACK, or the first answer of a GET without ACK)
+ *   4 IOCTL  ioctl(slot a, b, pointer to data)
+ *   5 IOCTLV ioctl(slot a, b, the u32 in data)
+ * Exits 0, or 1 with "nlfloor: record R error E" on stderr. */
+#if defined(__x86_64__)
+enum { S_READ = 0, S_WRITE = 1, S_CLOSE = 3, S_IOCTL = 16, S_SOCKET = 41, S_SENDTO = 44,
+       S_RECVFROM = 45, S_EXIT = 60, S_OPENAT = 257, S_SETNS = 308 };
+static long sys6(long n, long a, long b, long c, long d, long e, long f) {
+    long r;
+    register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
+    __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return r;
+}
+#elif defined(__aarch64__)
+enum { S_READ = 63, S_WRITE = 64, S_CLOSE = 57, S_IOCTL = 29, S_SOCKET = 198, S_SENDTO = 206,
+       S_RECVFROM = 207, S_EXIT = 93, S_OPENAT = 56, S_SETNS = 268 };
+static long sys6(long n, long a, long b, long c, long d, long e, long f) {
+    register long x8 __asm__("x8") = n, x0 __asm__("x0") = a, x1 __asm__("x1") = b,
+        x2 __asm__("x2") = c, x3 __asm__("x3") = d, x4 __asm__("x4") = e, x5 __asm__("x5") = f;
+    __asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                     : "memory");
+    return x0;
+}
+#else
+#error no system calls for this architecture
+#endif
+typedef unsigned int u32;
+static unsigned char in[1 << 16], ans[1 << 16];
+static u32 slot[64];
+static u32 nslots;
+
+static void put(const char *s, long n) { sys6(S_WRITE, 2, (long)s, n, 0, 0, 0); }
+static void fail(u32 rec, long err) {
+    char msg[64] = "nlfloor: record ", *p = msg + 16, num[24];
+    long v[2] = {rec, err < 0 ? -err : err};
+    for (int k = 0; k < 2; k++) {
+        int i = 0;
+        do num[i++] = '0' + v[k] % 10; while (v[k] /= 10);
+        while (i) *p++ = num[--i];
+        if (!k) { const char *t = " error "; while (*t) *p++ = *t++; }
+    }
+    *p++ = '\n';
+    put(msg, p - msg);
+    sys6(S_EXIT, 1, 0, 0, 0, 0, 0);
+}
+static u32 rd(const unsigned char *p) { return p[0] | p[1] << 8 | p[2] << 16 | (u32)p[3] << 24; }
+static void wr(unsigned char *p, u32 v) { p[0] = v; p[1] = v >> 8; p[2] = v >> 16; p[3] = v >> 24; }
+
+#if defined(__x86_64__)
+/* The entry point gets a stack aligned as at a call, not after one. */
+__attribute__((force_align_arg_pointer))
+#endif
+void _start(void) {
+    long n = 0, r, sock = -1;
+    u32 seq = 0;
+    while ((r = sys6(S_READ, 0, (long)in + n, sizeof in - n, 0, 0, 0)) > 0) n += r;
+    for (long at = 0, rec = 0; at + 16 <= n; rec++) {
+        unsigned char *h = in + at, *d = h + 16;
+        u32 len = rd(h), op = rd(h + 4), a = rd(h + 8), b = rd(h + 12);
+        if (len < 16 || at + len > n) fail(rec, 22);
+        at += (len + 3) & ~3u;
+        if (op == 1) {
+            r = sys6(S_OPENAT, -100, (long)d, a | 02000000, 0, 0, 0);
+            if (r < 0 || nslots == 64) fail(rec, r);
+            slot[nslots++] = r;
+        } else if (op == 2) {
+            if ((r = sys6(S_SETNS, slot[a], 0x40000000, 0, 0, 0, 0)) < 0) fail(rec, r);
+            sock = -1;
+        } else if (op == 3) {
+            unsigned char *m = d + 8 * b;
+            for (u32 k = 0; k < b; k++) wr(m + rd(d + 8 * k), slot[rd(d + 8 * k + 4)]);
+            if (sock < 0) {
+                sock = sys6(S_SOCKET, 16, 3 | 02000000, 0, 0, 0, 0); /* AF_NETLINK, SOCK_RAW */
+                if (sock < 0) fail(rec, sock);
+            }
+            u32 flags = m[6] | m[7] << 8;
+            wr(m + 8, ++seq);
+            u32 mlen = rd(m);
+            if ((r = sys6(S_SENDTO, sock, (long)m, mlen, 0, 0, 0)) < 0) fail(rec, r);
+            for (int done = 0; !done;) {
+                if ((r = sys6(S_RECVFROM, sock, (long)ans, sizeof ans, 0, 0, 0)) < 0) fail(rec, r);
+                for (long p = 0; p + 16 <= r;) {
+                    unsigned char *q = ans + p;
+                    u32 ql = rd(q), qt = q[4] | q[5] << 8;
+                    if (ql < 16) break;
+                    p += (ql + 3) & ~3u;
+                    if (rd(q + 8) != seq) continue;
+                    if (qt == 2) { /* NLMSG_ERROR */
+                        int e = (int)rd(q + 16);
+                        if (e) fail(rec, e);
+                        done = 1;
+                    } else if (qt == 3) { /* NLMSG_DONE */
+                        done = 1;
+                    } else {
+                        if (a != ~0u && a < 64 && qt == 16) slot[a] = rd(q + 20); /* RTM_NEWLINK */
+                        if (!(flags & 4)) done = 1; /* no NLM_F_ACK: the answer ends it */
+                    }
+                }
+            }
+        } else if (op == 4 || op == 5) {
+            r = sys6(S_IOCTL, slot[a], b, op == 4 ? (long)d : (long)rd(d), 0, 0, 0);
+            if (r < 0) fail(rec, r);
+        } else {
+            fail(rec, 22);
+        }
+    }
+    sys6(S_EXIT, 0, 0, 0, 0, 0, 0);
+}
