@@ -1415,3 +1415,94 @@ fn lk_store_lock_wait_is_bounded() {
         );
     }
 }
+
+/// Symlinks planted in the network directory are never read through: one
+/// named as an address pointing at a file that holds an attachment's owner
+/// text does not make that attachment an owner (CHECK fails, its ADD is no
+/// duplicate, its DEL leaves the link), one pointing at a FIFO does not
+/// hang the plugin under the lock, and a `last_reserved_ip.0` link is no
+/// round-robin hint. The links stay taken addresses (their names exist)
+/// until GC removes them as unreadable; what they point to keeps its bytes.
+#[test]
+fn hs_symlinks_in_the_network_directory_are_not_followed() {
+    use std::os::unix::fs::symlink;
+    use std::time::Duration;
+    let d = DataDir::new("hssym");
+    let conf = d.conf("1.1.0", json!({"subnet": "10.174.1.0/24"}));
+    assert_eq!(
+        result_ips(&add(&conf, "hs-c1", "eth0").ok()),
+        ["10.174.1.2/24"]
+    );
+    let outside = d.path().join("outside");
+    std::fs::write(&outside, owner("hs-victim", "eth0")).unwrap();
+    let hint = d.path().join("hint");
+    std::fs::write(&hint, "10.174.1.50").unwrap();
+    let fifo = d.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let net = d.net_dir();
+    symlink(&outside, net.join("10.174.1.9")).unwrap();
+    symlink(&fifo, net.join("10.174.1.10")).unwrap();
+    let last = net.join("last_reserved_ip.0");
+    std::fs::remove_file(&last).unwrap();
+    symlink(&hint, &last).unwrap();
+    let bounded = |command: &str, cid: &str| {
+        invocation(&ours(), command, &conf, cid, "eth0")
+            .timeout(Duration::from_secs(10))
+            .run()
+    };
+
+    // Through the links, hs-victim would own 10.174.1.9 (and the FIFO
+    // would block the read until the timeout kills the plugin).
+    let out = bounded("CHECK", "hs-victim");
+    assert_eq!(out.signal, None, "{out:?}");
+    assert!(
+        rcni_tests::error_msg(&out.err())
+            .contains("Failed to find address added by container hs-victim"),
+        "{out:?}"
+    );
+    // Not a duplicate; the hint's 10.174.1.50 is not read, so the walk
+    // starts at the range's start (.2 is taken).
+    let out = bounded("ADD", "hs-victim");
+    assert_eq!(result_ips(&out.ok()), ["10.174.1.3/24"], "{out:?}");
+    // The new hint is the plugin's own file; the link's target is intact.
+    assert!(
+        std::fs::symlink_metadata(&last)
+            .unwrap()
+            .file_type()
+            .is_file()
+    );
+    assert_eq!(std::fs::read_to_string(&hint).unwrap(), "10.174.1.50");
+    // DEL releases the attachment's own file only.
+    bounded("DEL", "hs-victim").ok();
+    for l in ["10.174.1.9", "10.174.1.10"] {
+        assert!(
+            std::fs::symlink_metadata(net.join(l))
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{l}"
+        );
+    }
+    assert!(!net.join("10.174.1.3").exists());
+    // GC removes the links (unreadable reservations), not their targets.
+    let out = invocation(
+        &ours(),
+        "GC",
+        &with_attachments(
+            &conf,
+            "cni.dev/valid-attachments",
+            json!([{"containerID": "hs-c1", "ifname": "eth0"}]),
+        ),
+        "",
+        "",
+    )
+    .timeout(Duration::from_secs(10))
+    .run();
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(d.files(), ["10.174.1.2", "last_reserved_ip.0", "lock"]);
+    assert_eq!(
+        std::fs::read_to_string(&outside).unwrap(),
+        owner("hs-victim", "eth0")
+    );
+    del(&conf, "hs-c1", "eth0").ok();
+}

@@ -435,9 +435,23 @@ fn index_line(content: Option<&[u8]>, name: &str) -> String {
     }
 }
 
-/// Reads a reservation file's trimmed content; `None` when unreadable.
+/// Opens a file of the network directory for reading, never through a
+/// symlink (`O_NOFOLLOW`: a link planted there is unreadable, where the
+/// reference reads whatever it points to) and never waiting for a writer
+/// (`O_NONBLOCK`: a FIFO reads as empty instead of hanging the plugin
+/// under the lock).
+fn open_no_follow(path: &Path) -> std::io::Result<File> {
+    use nix::fcntl::OFlag;
+    OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+        .open(path)
+}
+
+/// Reads a reservation file's trimmed content; `None` when unreadable (a
+/// symlink included: [`open_no_follow`]).
 fn read_trimmed(path: &Path) -> Option<Vec<u8>> {
-    let mut f = File::open(path).ok()?;
+    let mut f = open_no_follow(path).ok()?;
     // One read() for the usual ~80-byte file (open, read, close: three
     // syscalls per file on a full scan); a short read of a regular file
     // is its end.
@@ -1161,10 +1175,11 @@ impl Session<'_> {
         }
     }
 
-    /// The last address reserved from set `set`; `None` when missing or unreadable.
+    /// The last address reserved from set `set`; `None` when missing or
+    /// unreadable (a symlink included: [`open_no_follow`]).
     pub fn last_reserved(&self, set: usize) -> Option<IpAddr> {
-        let data = fs::read(self.path(format!("{LAST_RESERVED_PREFIX}{set}"))).ok()?;
-        std::str::from_utf8(trim(&data))
+        let data = read_trimmed(&self.path(format!("{LAST_RESERVED_PREFIX}{set}")))?;
+        std::str::from_utf8(&data)
             .ok()?
             .parse::<IpAddr>()
             .ok()
