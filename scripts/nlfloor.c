@@ -13,6 +13,7 @@
  *            answer read (the ACK, or the first answer of a GET without ACK)
  *   4 IOCTL  ioctl(slot a, b, pointer to data)
  *   5 IOCTLV ioctl(slot a, b, the u32 in data)
+ *   6 CLOSE  close(slot a)
  * Exits 0, or 1 with "nlfloor: record R error E" on stderr. */
 #if defined(__x86_64__)
 enum { S_READ = 0, S_WRITE = 1, S_CLOSE = 3, S_IOCTL = 16, S_SOCKET = 41, S_SENDTO = 44,
@@ -110,6 +111,8 @@ void _start(void) {
                     }
                 }
             }
+        } else if (op == 6) {
+            if ((r = sys6(S_CLOSE, slot[a], 0, 0, 0, 0, 0)) < 0) fail(rec, r);
         } else if (op == 4 || op == 5) {
             r = sys6(S_IOCTL, slot[a], b, op == 4 ? (long)d : (long)rd(d), 0, 0, 0);
             if (r < 0) fail(rec, r);
