@@ -1,7 +1,11 @@
+use super::index::{
+    cache_name, dir_stamp, header, kernel_has_multigrain_timestamps,
+    release_has_multigrain_timestamps, stamp_settles,
+};
 use super::*;
 use crate::allocator::{self as alloc, Store as _};
 use crate::range::{Cidr, RangeSet, RawRange};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 /// A temp directory removed on drop.
 struct TempDir(PathBuf);
