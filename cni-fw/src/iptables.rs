@@ -33,7 +33,20 @@ pub fn usable(family: Family) -> bool {
 /// variant (`xtables-nft-multi`, possibly behind alternatives symlinks): its
 /// tables and chains are then nf_tables objects of the same names, which can
 /// be inspected over netlink without running a tool.
+///
+/// Looked up once per process and family (a `PATH` walk and a chain of
+/// `readlink`s, some 40 system calls, which DEL used to repeat per rule).
 pub fn is_nft_variant(family: Family) -> bool {
+    static V4: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static V6: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let cell = match family {
+        Family::V4 => &V4,
+        Family::V6 => &V6,
+    };
+    *cell.get_or_init(|| looks_nft(family))
+}
+
+fn looks_nft(family: Family) -> bool {
     exec::which(restore_cmd(family))
         .and_then(|p| std::fs::canonicalize(p).ok())
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().contains("nft")))
