@@ -295,7 +295,7 @@ impl NfTables {
             })
             .collect();
         let op = format!("delete {} rules of {table}", rules.len());
-        crate::nfm::nftables_batch(&mut self.socket, &msgs, 0, &op)
+        crate::nfm::nftables_delete_batch(&mut self.socket, &msgs, &op)
     }
 }
 
@@ -342,7 +342,7 @@ impl NfTables {
             del,
         ));
         let op = format!("delete chain {table} {chain}");
-        crate::nfm::nftables_batch(&mut self.socket, &msgs, 0, &op)
+        crate::nfm::nftables_delete_batch(&mut self.socket, &msgs, &op)
     }
 }
 

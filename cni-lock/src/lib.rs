@@ -96,6 +96,16 @@ impl Drop for Lock {
     }
 }
 
+/// Whether this process found a lock held by another (see [`waited`]).
+static WAITED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// True once this process has found a lock it asked for held by another:
+/// other invocations were running at the same time (a storm), which some
+/// plugins answer differently at their end (`cni_fw::settle`).
+pub fn waited() -> bool {
+    WAITED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The node-wide lock `<DIR>/<name>.lock` (`name`: `portmap`, `firewall`).
 ///
 /// `None` when [`DIR`] cannot be made at all (a read-only `/run`, a plugin
@@ -420,6 +430,7 @@ fn wait_until(file: &File, path: &Path, timeout: Duration) -> Result<(), CniErro
         Err(TryLockError::WouldBlock) => {}
         Err(TryLockError::Error(e)) => return Err(lock_failed(path, e)),
     }
+    WAITED.store(true, std::sync::atomic::Ordering::Relaxed);
     let start = Instant::now();
     let Some(left) = timeout
         .checked_sub(start.elapsed())

@@ -3,7 +3,8 @@
 //!
 //! This is the only crate that touches the kernel network API, and the only
 //! one with `unsafe` (a few small functions: [`process`]'s, the tun ioctls
-//! of [`tuntap`] and [`NetNs::cookie`]'s `getsockopt`). Plugins see
+//! of [`tuntap`], [`NetNs::cookie`]'s `getsockopt` and
+//! [`NfSocket::await_grace_period`]'s `membarrier`). Plugins see
 //! plain blocking calls and small owned types ([`Link`], [`Addr`], [`Route`]).
 //! The messages are the rust-netlink crates' types (`netlink-packet-route`)
 //! sent over a blocking socket (`nl`), without rtnetlink and tokio: one-shot

@@ -24,6 +24,31 @@ impl NfSocket {
         Socket::open(netlink_sys::protocols::NETLINK_NETFILTER, what).map(NfSocket)
     }
 
+    /// Waits for one RCU grace period while holding nothing:
+    /// `membarrier(MEMBARRIER_CMD_GLOBAL)`, which is the kernel's
+    /// `synchronize_rcu()`. False where the kernel refuses it (CPUs in
+    /// `nohz_full` mode, a kernel before 4.3): nothing waited.
+    ///
+    /// For a process that committed an nf_tables transaction, just before
+    /// it exits (issue 30). Every commit leaves its transaction on the
+    /// kernel's destroy list, freed by a work item after a grace period;
+    /// and the release of any `NETLINK_NETFILTER` socket (at exit) waits
+    /// for that work while holding the namespace's nf_tables commit mutex
+    /// (`nft_rcv_nl_event`). In a storm the exits thus took a grace period
+    /// each, one after another, with every commit waiting behind them.
+    /// Waited here, outside the mutex, the grace periods of concurrent
+    /// processes overlap, and the release finds the work done.
+    #[allow(unsafe_code)]
+    pub fn await_grace_period() -> bool {
+        /// `MEMBARRIER_CMD_GLOBAL` (`linux/membarrier.h`).
+        const MEMBARRIER_CMD_GLOBAL: nix::libc::c_long = 1;
+        // SAFETY: membarrier(2) takes two integers and reads or writes no
+        // memory of this process.
+        let r =
+            unsafe { nix::libc::syscall(nix::libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
+        r == 0
+    }
+
     /// A socket that sends nothing and reads `answers` as the kernel's
     /// datagrams (see `Netlink::replay`): for the fuzz targets.
     #[doc(hidden)]

@@ -48,6 +48,11 @@ impl Plugin for Bridge {
 /// Runs the plugin as its binary does; `_args` are the command-line
 /// arguments after the program name, which a CNI plugin does not read (its
 /// input is the environment and stdin).
+///
+/// Before it returns, [`cni_fw::settle`] (after the masquerade's nf_tables
+/// commit: the grace period waited with no lock held, issue 30).
 pub fn main(_args: cni_skel::ProgramArgs) -> std::process::ExitCode {
-    cni_skel::run(&Bridge)
+    let code = cni_skel::run(&Bridge);
+    cni_fw::settle(false);
+    code
 }

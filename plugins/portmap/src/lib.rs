@@ -112,6 +112,12 @@ impl Plugin for Portmap {
 /// Runs the plugin as its binary does; `_args` are the command-line
 /// arguments after the program name, which a CNI plugin does not read (its
 /// input is the environment and stdin).
+///
+/// Before it returns, [`cni_fw::settle`]: the wait for the kernel's grace
+/// period after an nf_tables commit, made here, with no lock held, rather
+/// than in the exit under the kernel's commit mutex (issue 30).
 pub fn main(_args: cni_skel::ProgramArgs) -> ExitCode {
-    cni_skel::run(&Portmap)
+    let code = cni_skel::run(&Portmap);
+    cni_fw::settle(cni_lock::waited());
+    code
 }
