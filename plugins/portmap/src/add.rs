@@ -22,7 +22,7 @@ fn enable_localnet_routing(ip: std::net::IpAddr) -> Result<(), CniError> {
 /// The rules of ADD, family by family with iptables (pushing each family
 /// written onto `written`), both in one transaction with nftables. The
 /// portmap lock is taken into `held` when a step needs it: iptables' fast
-/// transaction does not (see [`ipt::add_fast`]), so that in the common
+/// transaction does not (see [`crate::ipt_fast_add`]), so that in the common
 /// case no ADD waits for another one's `iptables-restore`.
 fn add_rules(
     conf: &Conf,
@@ -35,7 +35,7 @@ fn add_rules(
     match backend {
         Backend::Iptables => {
             for addr in addrs {
-                if !ipt::add_fast(conf, &args.container_id, *addr) {
+                if !crate::ipt_fast_add::add(conf, &args.container_id, *addr) {
                     if held.is_none() {
                         *held = Some(lock()?);
                     }

@@ -13,10 +13,13 @@
 //!                        -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.1.0.2:80
 //! ```
 //!
-//! Every ADD, DEL and GC is one `iptables-save -t nat` read and at most one
-//! `iptables-restore --noflush -w` transaction per family; with iptables-nft,
-//! DEL is one nf_tables transaction over netlink instead (the entries that
-//! jump to the container's chain, found by kernel handle, and the chain).
+//! This is the general path: every ADD, DEL and GC is one `iptables-save
+//! -t nat` read and at most one `iptables-restore --noflush -w` transaction
+//! per family, under the portmap lock. The fast paths beside it are modules
+//! of their own, each deletable alone, each saying what it saves:
+//! [`crate::ipt_fast_add`] (ADD without the read), [`crate::ipt_netlink_del`]
+//! (DEL over netlink, iptables-nft) and [`crate::ipt_blind_del`] (DEL
+//! without the read).
 
 use crate::config::{Conf, Mapping, Proto};
 use cni_fw::hash::{chain_name_with_prefix, go_quote};
@@ -33,7 +36,7 @@ pub const SETMARK_CHAIN: &str = "CNI-HOSTPORT-SETMARK";
 pub const MASQ_CHAIN: &str = "CNI-HOSTPORT-MASQ";
 /// The chain old releases entered the per-container SNAT chains from.
 const OLD_SNAT_CHAIN: &str = "CNI-HOSTPORT-SNAT";
-const TABLE: &str = "nat";
+pub(crate) const TABLE: &str = "nat";
 
 /// The per-container chain `CNI-DN-<hash(net+cid)>`.
 pub fn dnat_chain(network: &str, container_id: &str) -> String {
@@ -64,22 +67,22 @@ fn mark(bit: u32) -> String {
     format!("{v:#x}/{v:#x}")
 }
 
-fn setmark_rule(bit: u32) -> String {
+pub(crate) fn setmark_rule(bit: u32) -> String {
     format!(
         "-m comment --comment \"CNI portfwd masquerade mark\" -j MARK --set-xmark {}",
         mark(bit)
     )
 }
 
-fn masq_rule(bit: u32) -> String {
+pub(crate) fn masq_rule(bit: u32) -> String {
     format!("-m mark --mark {} -j MASQUERADE", mark(bit))
 }
 
-fn postrouting_rule() -> String {
+pub(crate) fn postrouting_rule() -> String {
     format!("-m comment --comment \"CNI portfwd requiring masquerade\" -j {MASQ_CHAIN}")
 }
 
-fn dnat_entry_rule() -> String {
+pub(crate) fn dnat_entry_rule() -> String {
     format!("-m addrtype --dst-type LOCAL -j {DNAT_CHAIN}")
 }
 
@@ -191,7 +194,7 @@ fn to_destination(addr: IpNetwork, m: &Mapping) -> String {
     }
 }
 
-fn family(v6: bool) -> Family {
+pub(crate) fn family(v6: bool) -> Family {
     if v6 { Family::V6 } else { Family::V4 }
 }
 
@@ -206,7 +209,7 @@ pub fn save(v6: bool) -> Result<Table, CniError> {
     })
 }
 
-fn restore(v6: bool, lines: &[String]) -> Result<(), CniError> {
+pub(crate) fn restore(v6: bool, lines: &[String]) -> Result<(), CniError> {
     iptables::restore(family(v6), TABLE, lines).map_err(|e| {
         e.into_cni(if v6 {
             "ip6tables-restore"
@@ -270,115 +273,6 @@ pub fn add_lines(conf: &Conf, container_id: &str, addr: IpNetwork, table: &Table
     decl
 }
 
-/// The one transaction that sets up `addr`'s forwarding when the shared
-/// chains are already in place and the container has no chain yet (the
-/// common case): it creates (`-N`) the container's chain and fills it, after
-/// checking (`-C`, when `check_shared`) the shared rules. Any surprise makes
-/// it fail as a whole, changing nothing.
-pub fn add_fast_lines(
-    conf: &Conf,
-    container_id: &str,
-    addr: IpNetwork,
-    check_shared: bool,
-) -> Vec<String> {
-    let c = container_rules(conf, container_id, addr);
-    let mut lines = Vec::new();
-    if check_shared {
-        if conf.snat && conf.external_set_mark_chain.is_none() {
-            lines.push(format!(
-                "-C {SETMARK_CHAIN} {}",
-                setmark_rule(conf.mark_bit)
-            ));
-            lines.push(format!("-C {MASQ_CHAIN} {}", masq_rule(conf.mark_bit)));
-            lines.push(format!("-C POSTROUTING {}", postrouting_rule()));
-        }
-        for chain in ["PREROUTING", "OUTPUT"] {
-            lines.push(format!("-C {chain} {}", dnat_entry_rule()));
-        }
-    }
-    lines.push(format!("-N {}", c.chain));
-    lines.extend(c.rules.iter().map(|r| format!("-A {} {r}", c.chain)));
-    lines.extend(c.entries.iter().map(|r| format!("-A {DNAT_CHAIN} {r}")));
-    lines
-}
-
-/// With iptables-nft: whether the shared chains and rules are in place,
-/// read over netlink (`-C` in the transaction would make iptables-restore
-/// fetch every rule of the table, which grows with the number of
-/// containers). `None` when it cannot tell.
-fn shared_ready_nft(conf: &Conf, v6: bool) -> Option<bool> {
-    use cni_fw::nf_tables::{NfTables, RuleSummary};
-    let fam = if v6 {
-        cni_net::IpFamily::V6
-    } else {
-        cni_net::IpFamily::V4
-    };
-    let mut nf = NfTables::open(fam).ok()?;
-    let jumps_to = |rules: &[RuleSummary], target: &str| {
-        rules.iter().any(|r| r.jumps.iter().any(|j| j == target))
-    };
-    for chain in ["PREROUTING", "OUTPUT"] {
-        if !jumps_to(&nf.chain_rules(TABLE, chain).ok()?, DNAT_CHAIN) {
-            return Some(false);
-        }
-    }
-    if !nf.chain_exists(TABLE, DNAT_CHAIN).ok()? {
-        return Some(false);
-    }
-    if conf.snat && conf.external_set_mark_chain.is_none() {
-        if !jumps_to(&nf.chain_rules(TABLE, "POSTROUTING").ok()?, MASQ_CHAIN) {
-            return Some(false);
-        }
-        let bit = (1u32 << conf.mark_bit).to_ne_bytes();
-        let xt_mark = [bit, bit].concat();
-        let is_mark = |info: &[u8]| info.get(..8) == Some(&xt_mark[..]);
-        let setmark = nf.chain_rules(TABLE, SETMARK_CHAIN).ok()?;
-        if !setmark
-            .iter()
-            .any(|r| r.xt_targets.iter().any(|(n, i)| n == "MARK" && is_mark(i)))
-        {
-            return Some(false);
-        }
-        let masq = nf.chain_rules(TABLE, MASQ_CHAIN).ok()?;
-        let ok = masq.iter().any(|r| {
-            let masquerades = r.exprs.iter().any(|e| e == "masq")
-                || r.xt_targets.iter().any(|(n, _)| n == "MASQUERADE");
-            let marked = r.values.iter().any(|v| v[..] == bit[..])
-                || r.xt_matches.iter().any(|(n, i)| n == "mark" && is_mark(i));
-            masquerades && marked
-        });
-        if !ok {
-            return Some(false);
-        }
-    }
-    Some(true)
-}
-
-/// Sets up forwarding to `addr` (one family) with the fast transaction,
-/// when it applies: true when done. It needs no lock: it only creates the
-/// container's own chain (`-N`, which fails when the chain exists) and
-/// appends to it and to the shared DNAT chain, all in one transaction that
-/// fails as a whole (changing nothing) when the shared chains are not as
-/// it expects; iptables-nft retries a transaction that raced another one
-/// and legacy iptables takes the xtables lock (`-w`).
-pub fn add_fast(conf: &Conf, container_id: &str, addr: IpNetwork) -> bool {
-    let v6 = addr.is_ipv6();
-    let fast = if iptables::is_nft_variant(family(v6)) {
-        (shared_ready_nft(conf, v6) == Some(true))
-            .then(|| add_fast_lines(conf, container_id, addr, false))
-    } else {
-        Some(add_fast_lines(conf, container_id, addr, true))
-    };
-    match fast.map(|lines| restore(v6, &lines)) {
-        Some(Ok(())) => true,
-        Some(Err(e)) => {
-            log::debug!("fast path not taken: {}", e.msg);
-            false
-        }
-        None => false,
-    }
-}
-
 /// Sets up forwarding to `addr` (one family) from a read of the table: one
 /// transaction computed from it (creating the shared chains where they are
 /// missing). Under the portmap lock, which serialises this
@@ -417,31 +311,6 @@ pub fn del_lines(network: &str, container_id: &str, table: &Table) -> Vec<String
     lines
 }
 
-/// The one transaction that removes a container's chain when its entries
-/// are the ones `conf` describes: flush the chain (line 2: fails when there
-/// is no chain, i.e. nothing to delete), delete the entries, delete the chain.
-pub fn del_fast_lines(conf: &Conf, container_id: &str, v6: bool) -> Vec<String> {
-    // The entries do not depend on the address, only on its family.
-    let any: IpNetwork = if v6 {
-        IpNetwork::V6(ipnetwork::Ipv6Network::from(std::net::Ipv6Addr::LOCALHOST))
-    } else {
-        IpNetwork::V4(ipnetwork::Ipv4Network::from(std::net::Ipv4Addr::LOCALHOST))
-    };
-    let c = container_rules(conf, container_id, any);
-    let mut lines = vec![format!("-F {}", c.chain)];
-    lines.extend(c.entries.iter().map(|r| format!("-D {DNAT_CHAIN} {r}")));
-    lines.push(format!("-X {}", c.chain));
-    lines
-}
-
-/// True when a restore failed on the line after `*nat`, its first command.
-fn failed_at_first_command(stderr: &str) -> bool {
-    // iptables-nft: "Error occurred at line: 2"; legacy: "line 2 failed".
-    stderr.contains("Error occurred at line: 2\n")
-        || stderr.ends_with("Error occurred at line: 2")
-        || stderr.contains("line 2 failed")
-}
-
 /// Removes one container's rules from both families. A family whose
 /// iptables cannot be used is skipped; it is an error only when neither can.
 pub fn del(conf: &Conf, container_id: &str) -> Result<(), CniError> {
@@ -454,22 +323,11 @@ pub fn del_in(conf: &Conf, container_id: &str, v6s: &[bool]) -> Result<(), CniEr
     let network = conf.network.as_str();
     let mut unusable = Vec::new();
     for &v6 in v6s {
-        // With iptables-nft: the chain and its entries over netlink, in
-        // one transaction, no tool run under the lock. An old `CNI-SN-`
-        // chain without a `CNI-DN-` one is not looked for on this path.
-        if iptables::nft_delete_chain(
-            family(v6),
-            TABLE,
-            &dnat_chain(network, container_id),
-            DNAT_CHAIN,
-        ) {
+        // The fast paths, each deletable alone (see their modules).
+        if crate::ipt_netlink_del::del(conf, container_id, v6)
+            || crate::ipt_blind_del::del(conf, container_id, v6)
+        {
             continue;
-        }
-        match iptables::restore(family(v6), TABLE, &del_fast_lines(conf, container_id, v6)) {
-            Ok(()) => continue,
-            // No chain: nothing of this container in this family.
-            Err(e) if failed_at_first_command(&e.stderr) => continue,
-            Err(e) => log::debug!("fast path not taken: {}", e.stderr.trim()),
         }
         let table = match save(v6) {
             Ok(t) => t,

@@ -10,6 +10,9 @@ pub mod config;
 pub mod del;
 pub mod gc;
 pub mod ipt;
+pub mod ipt_blind_del;
+pub mod ipt_fast_add;
+pub mod ipt_netlink_del;
 pub mod nft;
 pub mod status;
 
