@@ -391,8 +391,9 @@ const TYPED_FIGURES: &[(&str, &[&str], &str)] = &[
 /// The figures in one line of prose: a number (its preceding character
 /// not part of a word, a version or a sign; digits with `,`/`.` inside and
 /// a `–`/`-` range) followed, after at most one space, by a unit of time,
-/// size, a ratio (`×`, `x`) or a percentage that ends there. Each comes
-/// back as "number unit".
+/// size, a ratio (`×`, `x`) or a percentage that ends there, or bytes
+/// after a number with a thousands separator. Each comes back as "number
+/// unit".
 fn figures_in(line: &str) -> Vec<String> {
     const UNITS: &[&str] = &[
         "KiB", "MiB", "GiB", "min", "ms", "µs", "ns", "KB", "kB", "MB", "GB", "s", "%", "×", "x",
@@ -422,7 +423,14 @@ fn figures_in(line: &str) -> Vec<String> {
             k += 1;
         }
         let rest: String = c[k..].iter().collect();
-        if let Some(unit) = UNITS.iter().find(|u| {
+        // A size in bytes with a thousands separator is a measured binary
+        // or file (a bound in bytes is written without one).
+        let units: &[&str] = if number.contains(',') {
+            &["bytes", "B"]
+        } else {
+            &[]
+        };
+        if let Some(unit) = UNITS.iter().chain(units).find(|u| {
             rest.starts_with(**u)
                 && !rest[u.len()..]
                     .chars()
@@ -446,10 +454,18 @@ fn figures_in(line: &str) -> Vec<String> {
 fn dc_no_hand_typed_figures_outside_generated_blocks() {
     // The scanner itself: what it takes and what it leaves.
     assert_eq!(
-        figures_in("3–14× faster, 18.6 MB, 0.95x, 12 ms, 80 %, 1,496 µs"),
-        ["3–14 ×", "18.6 MB", "0.95 x", "12 ms", "80 %", "1,496 µs"]
+        figures_in("3–14× faster, 18.6 MB, 0.95x, 12 ms, 80 %, 1,496 µs, 807,544 bytes"),
+        [
+            "3–14 ×",
+            "18.6 MB",
+            "0.95 x",
+            "12 ms",
+            "80 %",
+            "1,496 µs",
+            "807,544 bytes"
+        ]
     );
-    assert!(figures_in("l3s, 0.3.x, 1.x, 0x10, v1.1.1, `50 ms`, 7 bytes").is_empty());
+    assert!(figures_in("l3s, 0.3.x, 1.x, 0x10, v1.1.1, `50 ms`, 4096 bytes").is_empty());
     let mut files = vec![root().join("README.md")];
     for dir in ["docs", "plugins"] {
         for entry in std::fs::read_dir(root().join(dir)).unwrap() {
@@ -498,4 +514,71 @@ fn dc_no_hand_typed_figures_outside_generated_blocks() {
          measured them, or add a constant to TYPED_FIGURES with its reason):\n{}",
         found.join("\n")
     );
+}
+
+/// docs/reliability.md's fuzzing table is what `scripts/fuzz --report`
+/// renders from the committed run, docs/fuzz.json (`scripts/fuzz --json`
+/// wrote it), and that run covers every cargo-fuzz target in
+/// fuzz/Cargo.toml with a count of executions: a figure edited by hand, a
+/// run committed without its rendering, or a target added without a run
+/// fails here.
+#[test]
+fn dc_reliability_fuzz_table_is_the_committed_run_rendered() {
+    if !have_python() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("dc-fuzz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("reliability.md");
+    let committed = std::fs::read_to_string(root().join("docs/reliability.md")).unwrap();
+    std::fs::write(&page, &committed).unwrap();
+    let out = Command::new(root().join("scripts/fuzz"))
+        .arg("--report")
+        .arg("--page")
+        .arg(&page)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = std::fs::read_to_string(&page).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        rendered == committed,
+        "docs/reliability.md's fuzzing table differs from `scripts/fuzz --report`'s rendering \
+         of docs/fuzz.json: run `scripts/fuzz --report` and commit the result"
+    );
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("docs/fuzz.json")).unwrap())
+            .unwrap();
+    let cargo = std::fs::read_to_string(root().join("fuzz/Cargo.toml")).unwrap();
+    let targets: Vec<&str> = cargo
+        .split("[[bin]]")
+        .skip(1)
+        .filter_map(|bin| {
+            bin.lines()
+                .find_map(|l| l.trim().strip_prefix("name = "))
+                .map(|n| n.trim_matches('"'))
+        })
+        .collect();
+    assert!(!targets.is_empty(), "no [[bin]] in fuzz/Cargo.toml");
+    for target in targets {
+        let row = run["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == target)
+            .unwrap_or_else(|| panic!("docs/fuzz.json has no run of {target}"));
+        assert!(
+            row["executions"].as_u64().is_some_and(|n| n > 0),
+            "{target}: no executions in docs/fuzz.json: {row}"
+        );
+        assert!(
+            rendered.contains(&format!("| {target} | ")),
+            "{target}: no row in docs/reliability.md"
+        );
+    }
 }
