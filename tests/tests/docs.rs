@@ -28,21 +28,32 @@ fn have_python() -> bool {
     ok
 }
 
+/// A fresh scratch directory for one test.
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `cmd`, which must succeed (its stderr in the failure).
+fn succeed(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 #[test]
 fn bn_every_config_key_has_a_readme_line() {
     if !have_python() {
         return;
     }
-    let out = Command::new("python3")
-        .arg(root().join("scripts/check-readme-keys"))
-        .output()
-        .unwrap();
+    let out = succeed(Command::new("python3").arg(root().join("scripts/check-readme-keys")));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     // The keys come from the source, both ways plugins read them: a
     // derived struct (tuning's `txQLen`, a serde rename) and a
     // hand-written parser (bandwidth's `ingressRate`, host-local's
@@ -106,8 +117,7 @@ fn bn_bench_report_renders_its_json() {
     if !have_python() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("bn-report-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("bn-report");
     let (json_path, page, chart) = (dir.join("run.json"), dir.join("p.md"), dir.join("p.svg"));
     std::fs::write(&json_path, fixture().to_string()).unwrap();
     let before = "# Hand-written title\n\nprose before\n\n";
@@ -119,27 +129,7 @@ fn bn_bench_report_renders_its_json() {
         ),
     )
     .unwrap();
-    let run = || {
-        let out = Command::new("python3")
-            .arg(root().join("scripts/bench"))
-            .arg("--report")
-            .arg(&json_path)
-            .arg("--page")
-            .arg(&page)
-            .arg("--chart")
-            .arg(&chart)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (
-            std::fs::read_to_string(&page).unwrap(),
-            std::fs::read_to_string(&chart).unwrap(),
-        )
-    };
+    let run = || report(&[&json_path], &page, &chart);
     let (md, svg) = run();
     // The prose around the markers stays; what was between them goes.
     assert!(md.starts_with(before), "{md}");
@@ -193,20 +183,15 @@ fn bn_bench_report_renders_its_json() {
 /// Runs `scripts/bench --report` with `args` (the runs' JSON; none: the
 /// committed runs) onto `page` and `chart`, and returns what they hold.
 fn report(args: &[&Path], page: &Path, chart: &Path) -> (String, String) {
-    let out = Command::new("python3")
-        .arg(root().join("scripts/bench"))
-        .arg("--report")
-        .args(args)
-        .arg("--page")
-        .arg(page)
-        .arg("--chart")
-        .arg(chart)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        Command::new("python3")
+            .arg(root().join("scripts/bench"))
+            .arg("--report")
+            .args(args)
+            .arg("--page")
+            .arg(page)
+            .arg("--chart")
+            .arg(chart),
     );
     (
         std::fs::read_to_string(page).unwrap(),
@@ -224,8 +209,7 @@ fn dc_performance_page_is_the_committed_runs_rendered() {
     if !have_python() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("dc-report-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("dc-report");
     let (page, chart) = (dir.join("performance.md"), dir.join("performance.svg"));
     let committed_md = std::fs::read_to_string(root().join("docs/performance.md")).unwrap();
     let committed_svg = std::fs::read_to_string(root().join("docs/performance.svg")).unwrap();
@@ -253,8 +237,7 @@ fn dc_bench_report_merges_vm_runs() {
     if !have_python() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("dc-merge-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("dc-merge");
     let host = fixture();
     let mut vm = fixture();
     vm["vm"] = json!("uml");
@@ -527,22 +510,16 @@ fn dc_reliability_fuzz_table_is_the_committed_run_rendered() {
     if !have_python() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("dc-fuzz-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("dc-fuzz");
     let page = dir.join("reliability.md");
     let committed = std::fs::read_to_string(root().join("docs/reliability.md")).unwrap();
     std::fs::write(&page, &committed).unwrap();
-    let out = Command::new(root().join("scripts/fuzz"))
-        .arg("--report")
-        .arg("--page")
-        .arg(&page)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        Command::new(root().join("scripts/fuzz"))
+            .arg("--report")
+            .arg("--page")
+            .arg(&page)
+            .current_dir(root()),
     );
     let rendered = std::fs::read_to_string(&page).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
