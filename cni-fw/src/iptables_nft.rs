@@ -45,6 +45,10 @@ const NETWORK_HEADER: u32 = 1;
 /// `NF_ACCEPT`: the crate's `Verdict` names only the nf_tables codes.
 const NF_ACCEPT: u32 = 1;
 
+/// `XT_CONNTRACK_STATE_INVALID`.
+pub const CT_INVALID: u16 = 1 << 0;
+/// `XT_CONNTRACK_STATE_BIT(IP_CT_NEW)`.
+pub const CT_NEW: u16 = 1 << 3;
 /// `XT_CONNTRACK_STATE_BIT(IP_CT_ESTABLISHED)`.
 pub const CT_ESTABLISHED: u16 = 1 << 1;
 /// `XT_CONNTRACK_STATE_BIT(IP_CT_RELATED)`.
@@ -121,6 +125,48 @@ pub struct XtRule {
     pub matches: Vec<XtMatch>,
     /// `-j ACCEPT` when true, no target when false.
     pub accept: bool,
+}
+
+impl XtRule {
+    /// The rule as `iptables-save` prints it after `-A <chain> ` (what
+    /// `iptables-restore` reads and `iptables -C`/`-D` take): `-s`, `-d`,
+    /// the matches in order, `-j ACCEPT`. One description, two renderings:
+    /// this text for the tools and the saved table, the expressions below
+    /// for netlink.
+    pub fn text(&self) -> String {
+        let host = |ip: IpAddr| format!("{ip}/{}", if ip.is_ipv4() { 32 } else { 128 });
+        let mut t = Vec::new();
+        if let Some(ip) = self.source {
+            t.push(format!("-s {}", host(ip)));
+        }
+        if let Some(ip) = self.destination {
+            t.push(format!("-d {}", host(ip)));
+        }
+        for m in &self.matches {
+            t.push(match m {
+                XtMatch::CtState(mask) => {
+                    // libxt_conntrack's order of the states it prints.
+                    let names = [
+                        (CT_INVALID, "INVALID"),
+                        (CT_NEW, "NEW"),
+                        (CT_RELATED, "RELATED"),
+                        (CT_ESTABLISHED, "ESTABLISHED"),
+                    ];
+                    let states: Vec<&str> = names
+                        .iter()
+                        .filter(|(bit, _)| mask & bit != 0)
+                        .map(|(_, name)| *name)
+                        .collect();
+                    format!("-m conntrack --ctstate {}", states.join(","))
+                }
+                XtMatch::Comment(c) => format!("-m comment --comment {}", crate::hash::go_quote(c)),
+            });
+        }
+        if self.accept {
+            t.push("-j ACCEPT".to_string());
+        }
+        t.join(" ")
+    }
 }
 
 /// Where the network header holds the source and destination address, and
@@ -302,6 +348,32 @@ mod tests {
             );
             assert_eq!(&msg[16..], &want[..], "rule {i}: body");
         }
+    }
+
+    /// The text of the firewall's three rules, as iptables-save prints
+    /// what iptables-nft 1.8.9 stored for them (the captured rules above).
+    #[test]
+    fn text_is_what_iptables_save_prints() {
+        let [tracked, plain, record] = firewall_rules("10.138.0.2", "abc name: \"n\" id: c");
+        assert_eq!(
+            tracked.text(),
+            "-d 10.138.0.2/32 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
+        );
+        assert_eq!(plain.text(), "-s 10.138.0.2/32 -j ACCEPT");
+        assert_eq!(
+            record.text(),
+            r#"-s 10.138.0.2/32 -m comment --comment "abc name: \"n\" id: c""#
+        );
+        let [_, v6, _] = firewall_rules("fd00:138::2", "x");
+        assert_eq!(v6.text(), "-s fd00:138::2/128 -j ACCEPT");
+        let mut all = tracked.clone();
+        all.matches = vec![XtMatch::CtState(
+            CT_INVALID | CT_NEW | CT_RELATED | CT_ESTABLISHED,
+        )];
+        assert!(
+            all.text()
+                .contains("--ctstate INVALID,NEW,RELATED,ESTABLISHED -j")
+        );
     }
 
     #[test]

@@ -91,10 +91,6 @@ impl Attachment<'_> {
     }
 }
 
-fn host_len(ip: IpAddr) -> u8 {
-    if ip.is_ipv4() { 32 } else { 128 }
-}
-
 fn forward_jump() -> String {
     format!(
         "-m comment --comment {} -j {FORWARD_CHAIN}",
@@ -109,21 +105,37 @@ fn admin_jump(admin: &str) -> String {
     )
 }
 
-/// The two rules that let `ip`'s traffic out and its replies back in.
-fn address_rules(ip: IpAddr) -> [String; 2] {
-    let len = host_len(ip);
+/// The two rules that let `ip`'s traffic out and its replies back in,
+/// described once: [`XtRule::text`] renders each as `iptables-save` prints
+/// it (for `iptables-restore` and for comparing with a saved table), and
+/// `iptables::nft_append` as iptables-nft's netlink expressions.
+fn address_rules(ip: IpAddr) -> [XtRule; 2] {
+    let rule = |source, destination, matches| XtRule {
+        family: Family::of(&ip),
+        chain: FORWARD_CHAIN.to_string(),
+        source,
+        destination,
+        matches,
+        accept: true,
+    };
+    let related_established = XtMatch::CtState(iptables::CT_RELATED | iptables::CT_ESTABLISHED);
     [
-        format!("-d {ip}/{len} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"),
-        format!("-s {ip}/{len} -j ACCEPT"),
+        rule(None, Some(ip), vec![related_established]),
+        rule(Some(ip), None, vec![]),
     ]
 }
 
-fn record_rule(ip: IpAddr, att: &Attachment<'_>) -> String {
-    format!(
-        "-s {ip}/{} -m comment --comment {}",
-        host_len(ip),
-        quote(&att.record_comment())
-    )
+/// The record of `ip` for `att` (see the module documentation), described
+/// once as [`address_rules`] are.
+fn record_rule(ip: IpAddr, att: &Attachment<'_>) -> XtRule {
+    XtRule {
+        family: Family::of(&ip),
+        chain: RECORDS_CHAIN.to_string(),
+        source: Some(ip),
+        destination: None,
+        matches: vec![XtMatch::Comment(att.record_comment())],
+        accept: false,
+    }
 }
 
 /// One record read back: its whole rule text, address and attachment key.
@@ -342,9 +354,9 @@ pub fn add_lines(
     edit.insert_unique(FORWARD_CHAIN, &admin_jump(&conf.admin_chain));
     for ip in ips {
         for rule in address_rules(*ip) {
-            edit.append_unique(FORWARD_CHAIN, &rule);
+            edit.append_unique(FORWARD_CHAIN, &rule.text());
         }
-        edit.append_unique(RECORDS_CHAIN, &record_rule(*ip, att));
+        edit.append_unique(RECORDS_CHAIN, &record_rule(*ip, att).text());
     }
     if let Some((bridge, policy)) = isolation {
         isolate(&mut edit, bridge, policy);
@@ -471,41 +483,16 @@ fn known_isolation(family: Family, top: &[iptables::RuleSummary], bridge: &str) 
 }
 
 /// The rules ADD appends for `ips` (all of `family`) when the chains and
-/// jumps exist: each as its `iptables-restore` line (what [`add_lines`]
-/// writes) and as the same rule for [`iptables::nft_append`].
-fn appended_rules(family: Family, att: &Attachment<'_>, ips: &[IpAddr]) -> Vec<(String, XtRule)> {
-    let rule = |chain: &str, source, destination, matches, accept| XtRule {
-        family,
-        chain: chain.to_string(),
-        source,
-        destination,
-        matches,
-        accept,
-    };
-    let mut out = Vec::new();
-    for ip in ips {
-        let [tracked, plain] = address_rules(*ip);
-        let ct = XtMatch::CtState(iptables::CT_RELATED | iptables::CT_ESTABLISHED);
-        out.push((
-            format!("-A {FORWARD_CHAIN} {tracked}"),
-            rule(FORWARD_CHAIN, None, Some(*ip), vec![ct], true),
-        ));
-        out.push((
-            format!("-A {FORWARD_CHAIN} {plain}"),
-            rule(FORWARD_CHAIN, Some(*ip), None, vec![], true),
-        ));
-        out.push((
-            format!("-A {RECORDS_CHAIN} {}", record_rule(*ip, att)),
-            rule(
-                RECORDS_CHAIN,
-                Some(*ip),
-                None,
-                vec![XtMatch::Comment(att.record_comment())],
-                false,
-            ),
-        ));
-    }
-    out
+/// jumps exist, in order: what [`add_lines`] writes then, and what
+/// [`iptables::nft_append`] sends.
+fn appended_rules(family: Family, att: &Attachment<'_>, ips: &[IpAddr]) -> Vec<XtRule> {
+    ips.iter()
+        .filter(|ip| Family::of(ip) == family)
+        .flat_map(|ip| {
+            let [tracked, plain] = address_rules(*ip);
+            [tracked, plain, record_rule(*ip, att)]
+        })
+        .collect()
 }
 
 /// ADD. Where the plugin's chains and jumps already exist (every ADD but a
@@ -564,8 +551,9 @@ fn add_families(
         };
         let lines = add_lines(&table, conf, att, &mine, isolation);
         let rules = appended_rules(family, att, &mine);
-        if rules.iter().map(|(line, _)| line).eq(lines.iter()) {
-            appends.extend(rules.into_iter().map(|(_, r)| (family, r)));
+        let appended = rules.iter().map(|r| format!("-A {} {}", r.chain, r.text()));
+        if appended.eq(lines.iter().cloned()) {
+            appends.extend(rules.into_iter().map(|r| (family, r)));
         } else {
             by_tool.push((family, Some(table)));
         }
@@ -669,7 +657,7 @@ fn removal_lines(
     }
     for ip in ips.iter().filter(|ip| !kept.contains(ip)) {
         for rule in address_rules(*ip) {
-            edit.delete_all(FORWARD_CHAIN, &rule);
+            edit.delete_all(FORWARD_CHAIN, &rule.text());
         }
     }
     edit.lines().to_vec()
@@ -872,7 +860,7 @@ pub fn check_table(
         return Err(missing(FORWARD_CHAIN, &admin));
     }
     for ip in ips.iter().filter(|ip| Family::of(ip) == family) {
-        for rule in address_rules(*ip) {
+        for rule in address_rules(*ip).map(|r| r.text()) {
             if !has(FORWARD_CHAIN, &rule) {
                 return Err(CniError::internal(format!(
                     "expected rule {} not found",
@@ -936,29 +924,6 @@ mod tests {
         );
     }
 
-    /// `rule` as `iptables-save` prints it (the forms the plugin appends).
-    fn saved_text(rule: &XtRule) -> String {
-        let len = |ip: &IpAddr| if ip.is_ipv4() { 32 } else { 128 };
-        let mut t = format!("-A {}", rule.chain);
-        if let Some(a) = rule.source {
-            t += &format!(" -s {a}/{}", len(&a));
-        }
-        if let Some(a) = rule.destination {
-            t += &format!(" -d {a}/{}", len(&a));
-        }
-        for m in &rule.matches {
-            t += &match m {
-                XtMatch::CtState(6) => " -m conntrack --ctstate RELATED,ESTABLISHED".to_string(),
-                XtMatch::Comment(c) => format!(" -m comment --comment {}", quote(c)),
-                other => panic!("not used here: {other:?}"),
-            };
-        }
-        if rule.accept {
-            t += " -j ACCEPT";
-        }
-        t
-    }
-
     /// The rules sent over netlink are the restore lines ADD would run,
     /// rule for rule, in both families, once the chains exist.
     #[test]
@@ -975,13 +940,28 @@ mod tests {
                 .collect();
             let table = Table::from_text(text);
             let lines = add_lines(&table, &conf(), &ATT, &ips, None);
-            let rules = appended_rules(family, &ATT, &ips);
-            let texts: Vec<&String> = rules.iter().map(|(l, _)| l).collect();
-            assert_eq!(texts, lines.iter().collect::<Vec<_>>());
-            for (line, rule) in &rules {
-                assert_eq!(&saved_text(rule), line);
+            let texts: Vec<String> = appended_rules(family, &ATT, &ips)
+                .iter()
+                .map(|r| format!("-A {} {}", r.chain, r.text()))
+                .collect();
+            assert_eq!(texts, lines);
+        }
+    }
+
+    /// The per-address rules and records ADD appends, as they were before
+    /// they became one description each (golden data captured from that
+    /// code): the `iptables-restore` lines and the netlink rules
+    /// (`XtRule`, whose bytes `cni_fw::iptables_nft`'s test compares with
+    /// iptables-nft 1.8.9's).
+    #[test]
+    fn fp_rules_render_as_before() {
+        let mut got = String::new();
+        for (family, addr) in [(Family::V4, "10.173.0.2"), (Family::V6, "fd00:173::2")] {
+            for rule in appended_rules(family, &ATT, &[ip(addr)]) {
+                got += &format!("-A {} {}\n{rule:?}\n", rule.chain, rule.text());
             }
         }
+        assert_eq!(got, include_str!("testdata/fp-appended-rules.txt"));
     }
 
     /// What Go v1.1.1 leaves after an ADD with same-bridge (verified).
@@ -1047,11 +1027,11 @@ mod tests {
         let mut text = String::from(":CNI-FORWARD - [0:0]\n:CNI-FW-ATTACHMENTS - [0:0]\n");
         for (addr, att) in [("10.1.0.2", ATT), ("10.1.0.3", stale), ("10.1.0.2", other)] {
             for r in address_rules(ip(addr)) {
-                text.push_str(&format!("-A CNI-FORWARD {r}\n"));
+                text.push_str(&format!("-A CNI-FORWARD {}\n", r.text()));
             }
             text.push_str(&format!(
                 "-A CNI-FW-ATTACHMENTS {}\n",
-                record_rule(ip(addr), &att)
+                record_rule(ip(addr), &att).text()
             ));
         }
         let t = Table::from_text(text);
@@ -1064,7 +1044,7 @@ mod tests {
             lines,
             [format!(
                 "-D CNI-FW-ATTACHMENTS {}",
-                record_rule(ip("10.1.0.2"), &ATT)
+                record_rule(ip("10.1.0.2"), &ATT).text()
             )]
         );
         // GC of net1 keeping only c1: the stale attachment's record and rules.
@@ -1073,7 +1053,7 @@ mod tests {
         assert_eq!(
             lines,
             [
-                format!("-D CNI-FW-ATTACHMENTS {}", record_rule(ip("10.1.0.3"), &stale)),
+                format!("-D CNI-FW-ATTACHMENTS {}", record_rule(ip("10.1.0.3"), &stale).text()),
                 "-D CNI-FORWARD -d 10.1.0.3/32 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT".to_string(),
                 "-D CNI-FORWARD -s 10.1.0.3/32 -j ACCEPT".to_string(),
             ]
