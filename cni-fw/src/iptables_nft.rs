@@ -169,6 +169,34 @@ impl XtRule {
     }
 }
 
+impl XtRule {
+    /// Whether `read` (a rule of this rule's chain read back over netlink,
+    /// `nf_tables::NfTables::chain_rules`) is this rule as iptables-nft
+    /// stores it: the expressions [`append_rules`] would send, read as a
+    /// dump is read, the same but for a `counter` (which iptables-nft
+    /// versions add or not). How DEL finds a rule's kernel handle without
+    /// a third description of the rule.
+    pub fn is_stored_as(&self, read: &crate::nf_tables::RuleSummary) -> bool {
+        use crate::nfm::NfBody;
+        let Ok(msg) = new_rule("", self) else {
+            return false;
+        };
+        let mut body = vec![0u8; msg.body.body_len()];
+        msg.body.emit_body(&mut body);
+        let (_, want) = crate::nf_tables::read_rule(&body);
+        let uncounted = |exprs: &[String]| -> Vec<String> {
+            exprs.iter().filter(|e| *e != "counter").cloned().collect()
+        };
+        uncounted(&want.exprs) == uncounted(&read.exprs)
+            && want.payloads == read.payloads
+            && want.values == read.values
+            && want.xt_matches == read.xt_matches
+            && want.xt_targets == read.xt_targets
+            && want.jumps == read.jumps
+            && want.verdicts == read.verdicts
+    }
+}
+
 /// Where the network header holds the source and destination address, and
 /// the address bytes.
 fn address_load(family: IpFamily, ip: IpAddr, source: bool) -> Option<(u32, Vec<u8>)> {
@@ -475,19 +503,26 @@ mod tests {
         crate::nf_tables::tests::restore_noflush(tool, text.as_bytes());
     }
 
+    /// True (the test is skipped, saying why) unless root with
+    /// iptables-nft-restore.
+    fn skip_without_iptables_nft(test: &str) -> bool {
+        if rcni_tests::skip_unless_root(test) {
+            return true;
+        }
+        let missing = std::process::Command::new("iptables-nft-restore")
+            .arg("--version")
+            .output()
+            .is_err();
+        if missing {
+            eprintln!("SKIP {test}: no iptables-nft-restore");
+        }
+        missing
+    }
+
     /// The kernel holds the same rules whichever way they were added.
     #[test]
     fn the_kernel_stores_what_iptables_nft_stores() {
-        if rcni_tests::skip_unless_root("iptables_nft::the_kernel_stores_what_iptables_nft_stores")
-        {
-            return;
-        }
-        if std::process::Command::new("iptables-nft-restore")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            eprintln!("SKIP: no iptables-nft-restore");
+        if skip_without_iptables_nft("iptables_nft::the_kernel_stores_what_iptables_nft_stores") {
             return;
         }
         let chains = "*filter\n:CNI-FORWARD - [0:0]\n:CNI-FW-ATTACHMENTS - [0:0]\nCOMMIT\n";
@@ -525,6 +560,47 @@ mod tests {
             "-A CNI-FW-ATTACHMENTS -s 10.138.0.2/32 -m comment --comment \"{comment}\""
         )));
         assert!(texts[1].1.0.contains("[ match name conntrack rev 3 ]"));
+    }
+
+    /// The rules iptables-nft-restore wrote are recognised as the rules
+    /// whose text it was given, each as itself only.
+    #[test]
+    fn fp_rules_written_by_iptables_nft_are_recognised() {
+        if skip_without_iptables_nft(
+            "iptables_nft::fp_rules_written_by_iptables_nft_are_recognised",
+        ) {
+            return;
+        }
+        let ns = cni_net::NetNs::new_anonymous().unwrap();
+        let comment = "0123456789abcdef-0123456789abcdef name: n id: c if: eth0";
+        ns.run(|| {
+            for (v6, addr) in [(false, "10.173.0.2"), (true, "fd00:173::2")] {
+                let rules = firewall_rules(addr, comment);
+                let mut text =
+                    "*filter\n:CNI-FORWARD - [0:0]\n:CNI-FW-ATTACHMENTS - [0:0]\n".to_string();
+                for r in &rules {
+                    text += &format!("-A {} {}\n", r.chain, r.text());
+                }
+                iptables_nft_restore(v6, &(text + "COMMIT\n"));
+                let family = rules[0].family;
+                let mut t = crate::nf_tables::NfTables::open(family).unwrap();
+                let mut read = t.chain_rules("filter", "CNI-FORWARD").unwrap();
+                read.extend(t.chain_rules("filter", "CNI-FW-ATTACHMENTS").unwrap());
+                assert_eq!(read.len(), 3);
+                for (i, rule) in rules.iter().enumerate() {
+                    for (j, stored) in read.iter().enumerate() {
+                        assert_eq!(
+                            rule.is_stored_as(stored),
+                            i == j,
+                            "{addr}: rule {i}, read {j}"
+                        );
+                    }
+                }
+                let other = firewall_rules(if v6 { "fd00:173::3" } else { "10.173.0.3" }, comment);
+                assert!(!other[1].is_stored_as(&read[1]));
+            }
+        })
+        .unwrap();
     }
 
     #[test]

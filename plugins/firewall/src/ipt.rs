@@ -729,35 +729,16 @@ fn ip_of(octets: &[u8]) -> Option<IpAddr> {
 }
 
 /// The address of `rule` when it is exactly one of [`address_rules`] as
-/// iptables-nft encodes it (what `iptables -D` with that text would
-/// delete): `-s IP/len -j ACCEPT` is a load of the source address, a
-/// compare, a counter and accept; the `-d` rule loads the destination and
-/// has the conntrack match before the counter.
+/// iptables-nft stores it (what `iptables -D` with its text would delete).
 fn address_rule_ip(rule: &iptables::RuleSummary) -> Option<IpAddr> {
     let [value] = rule.values.as_slice() else {
         return None;
     };
     let ip = ip_of(value)?;
-    let exprs: Vec<&str> = rule
-        .exprs
+    address_rules(ip)
         .iter()
-        .map(String::as_str)
-        .filter(|e| *e != "counter")
-        .collect();
-    // Network-header offsets of the source and destination address.
-    let (src, dst) = if ip.is_ipv4() { (12, 16) } else { (8, 24) };
-    let len = value.len() as u32;
-    let plain = exprs == ["payload", "cmp", "immediate"]
-        && rule.xt_matches.is_empty()
-        && rule.payloads == [(1, src, len)];
-    // `-m conntrack --ctstate RELATED,ESTABLISHED`, as iptables-nft stores it.
-    let ct_related_established = XtMatch::CtState(iptables::CT_RELATED | iptables::CT_ESTABLISHED);
-    let tracked = exprs == ["payload", "cmp", "match", "immediate"]
-        && rule.payloads == [(1, dst, len)]
-        && matches!(rule.xt_matches.as_slice(),
-            [(name, info)] if name == "conntrack" && Ok(info) == ct_related_established.info().as_ref());
-    let accepts = rule.verdicts == [1] && rule.jumps.is_empty() && rule.xt_targets.is_empty();
-    ((plain || tracked) && accepts).then_some(ip)
+        .any(|r| r.is_stored_as(rule))
+        .then_some(ip)
 }
 
 /// DEL over netlink (nf_tables iptables only): reads the records and the
