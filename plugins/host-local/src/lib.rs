@@ -36,12 +36,8 @@ impl Plugin for HostLocal {
             None => Dns::default(),
         };
         let store = Store::create(&conf.network_dir())?;
-        let prepared = store.prepare_claim(&args.container_id, &args.ifname);
         let ips = {
             let mut session = store.session(Sync::Fast)?;
-            if let Some(p) = prepared {
-                session.adopt_claim(p);
-            }
             let ips = allocator::allocate(
                 &conf.ranges,
                 &mut session,

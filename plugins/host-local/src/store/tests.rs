@@ -153,44 +153,33 @@ fn claim_writes_complete_files_and_last_reserved() {
 }
 
 #[test]
-fn prepared_claims_change_nothing_until_linked() {
-    let t = TempDir::new("prepared");
+fn a_kept_temp_file_serves_its_owner_only() {
+    let t = TempDir::new("kept");
     let s = t.store();
     s.session(Sync::Fast)
         .unwrap()
         .claim("a", "eth0", ip("10.0.0.2"))
         .unwrap();
-    let mtime = || {
-        let m = fs::metadata(t.net()).unwrap();
-        (m.mtime(), m.mtime_nsec())
-    };
-    let before = (names(&t.net()), mtime());
-    // Made before the lock, and dropped unused: nothing to see, not even
-    // a new mtime (the index stays trusted).
-    let prepared = s.prepare_claim("b", "eth0").unwrap();
-    drop(s.prepare_claim("c", "eth0").unwrap());
-    assert_eq!((names(&t.net()), mtime()), before);
     {
         let mut ss = s.session(Sync::Fast).unwrap();
         assert!(ss.stats().index_used);
-        ss.adopt_claim(prepared);
-        // taken: the prepared file waits for the next candidate
+        // taken: the temp file waits for the next candidate
         assert!(!ss.claim("b", "eth0", ip("10.0.0.2")).unwrap());
+        assert!(matches!(ss.claim_tmp, Some((Tmp::Unnamed(_), _))));
         assert!(ss.claim("b", "eth0", ip("10.0.0.3")).unwrap());
-    }
-    assert_eq!(fs::read(t.net().join("10.0.0.3")).unwrap(), b"b\r\neth0");
-    assert_eq!(fs::metadata(t.net().join("10.0.0.3")).unwrap().nlink(), 1);
-    // another owner's claim does not take a prepared file
-    {
-        let mut ss = s.session(Sync::Fast).unwrap();
-        assert!(ss.stats().index_used);
-        ss.adopt_claim(s.prepare_claim("d", "eth0").unwrap());
+        // another owner's claim does not take a kept file
+        assert!(!ss.claim("d", "eth0", ip("10.0.0.3")).unwrap());
         assert!(ss.claim("e", "eth0", ip("10.0.0.4")).unwrap());
     }
+    assert_eq!(fs::read(t.net().join("10.0.0.3")).unwrap(), b"b\r\neth0");
     assert_eq!(fs::read(t.net().join("10.0.0.4")).unwrap(), b"e\r\neth0");
+    for f in ["10.0.0.3", "10.0.0.4"] {
+        assert_eq!(fs::metadata(t.net().join(f)).unwrap().nlink(), 1, "{f}");
+    }
     let mut ss = s.session(Sync::Fast).unwrap();
     assert!(ss.stats().index_used);
     assert_eq!(ss.owned_by("b", "eth0"), [ip("10.0.0.3")]);
+    assert!(ss.owned_by("d", "eth0").is_empty());
     drop(ss);
     assert_eq!(
         names(&t.net()),
