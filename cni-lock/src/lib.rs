@@ -26,16 +26,15 @@
 //! - No wait is unbounded: a lock not granted within [`timeout`] (30 s
 //!   unless `RCNI_LOCK_TIMEOUT` says otherwise) is a CNI error, code 11
 //!   (try again later), naming the file. An uncontended lock is one
-//!   `flock(LOCK_NB)`. A contended one is waited for in the kernel: a
-//!   blocking `flock` on a thread of its own (on a duplicate of the file
-//!   descriptor, so the lock is the caller's file's), the caller waiting
-//!   for it with the deadline; no signal. It used to poll `try_lock` with
-//!   a backoff (1 ms doubling to 10 ms): in a storm of 50 pods every
-//!   waiter woke up to a hundred times a second, competing for the CPU
-//!   with the holder, and the lock lay idle between a release and the
-//!   next poll (issue 30: the firewall lock's waits were 20 times its
-//!   holds). Polling stays as the fallback when no thread can be
-//!   started. Once the
+//!   `flock(LOCK_NB)`. A contended one is tried again at each close of
+//!   the lock file (inotify), which is how a holder releases it, with the
+//!   deadline; no thread, no signal. It used to poll `try_lock` with a
+//!   backoff (1 ms doubling to 10 ms): in a storm of 50 pods every waiter
+//!   woke up to a hundred times a second, competing for the CPU with the
+//!   holder, and the lock lay idle between a release and the next poll
+//!   (issue 30: the firewall lock's waits were 20 times its holds).
+//!   Polling stays as the fallback when no inotify watch can be had.
+//!   Once the
 //!   file exists, taking a lock and releasing it is four system calls
 //!   (`openat2` refusing symlinks, a stat, flock, close) instead of
 //!   eighteen walking the path one directory at a time and creating and
@@ -50,10 +49,12 @@ use cni_skel::CniError;
 use cni_skel::error::code;
 use nix::errno::Errno;
 use nix::fcntl::{AT_FDCWD, AtFlags, OFlag, OpenHow, ResolveFlag, openat, openat2, renameat};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, geteuid, unlinkat};
 use std::fs::{File, TryLockError};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -70,6 +71,10 @@ pub const TIMEOUT_VAR: &str = "RCNI_LOCK_TIMEOUT";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest pause between two tries.
 const MAX_PAUSE: Duration = Duration::from_millis(10);
+/// How long a watched waiter sleeps at most between two tries (see
+/// `wait_until`): a release without a close is rare, a wake-up costs the
+/// holder a share of the CPU in a storm.
+const WATCHED_PAUSE: Duration = Duration::from_millis(100);
 /// Tries at making one directory or file ours before giving up (each lost
 /// only to someone replacing it again at once).
 const ATTEMPTS: usize = 4;
@@ -412,18 +417,22 @@ fn lock_failed(path: &Path, e: std::io::Error) -> CniError {
     )
 }
 
-/// Takes the lock on `file` at once when it is free; else waits for it in
-/// a blocking `flock` on a thread of its own until `timeout` has passed
-/// (polling when no thread can be had). The clock is read only when the
-/// lock is contended: where the clock is a system call (no vDSO, as under
-/// user-mode-linux) an uncontended lock does not pay for it.
+/// Takes the lock on `file` at once when it is free; else waits until
+/// `timeout` has passed for a close of the lock file (inotify's
+/// `IN_CLOSE`, watched through the descriptor, so on the file locked
+/// whatever its name is now), and tries again at each: a holder's release
+/// is the close of its descriptor, by its drop or at its process's end.
+/// Every [`WATCHED_PAUSE`] it tries anyway, for a holder that unlocks
+/// before it closes (the Go host-local's `Unlock`, then `Close`). Polling
+/// with a backoff when no watch can be had.
 ///
-/// The thread locks a duplicate of the descriptor: an `flock` belongs to
-/// the open file, which both share, so the lock it gets is `file`'s. After
-/// a timeout the thread may still get the lock later; it then only closes
-/// its duplicate, so the lock lasts as long as the open file does: the
-/// caller's error ends the plugin, which closes it (a named lock's file is
-/// dropped with the error already).
+/// The clock is read only when the lock is contended: where the clock is
+/// a system call (no vDSO, as under user-mode-linux) an uncontended lock
+/// does not pay for it. No thread: a blocking `flock` on a thread of its
+/// own, with the caller waiting on a channel with the deadline, woke as
+/// fast, but its thread's code and thread-local storage (a mapping of its
+/// own in every run under musl) made each plugin that locks 41-53 KB
+/// larger.
 fn wait_until(file: &File, path: &Path, timeout: Duration) -> Result<(), CniError> {
     match file.try_lock() {
         Ok(()) => return Ok(()),
@@ -432,34 +441,42 @@ fn wait_until(file: &File, path: &Path, timeout: Duration) -> Result<(), CniErro
     }
     WAITED.store(true, std::sync::atomic::Ordering::Relaxed);
     let start = Instant::now();
-    let Some(left) = timeout
-        .checked_sub(start.elapsed())
-        .filter(|d| !d.is_zero())
-    else {
-        return Err(timed_out(path, timeout));
-    };
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let spawned = file.try_clone().and_then(|waiter| {
-        std::thread::Builder::new()
-            .name("cni-lock".into())
-            .spawn(move || {
-                // The receiver is gone after a timeout: nothing to tell.
-                let _ = tx.send(waiter.lock());
-            })
-    });
-    if let Err(e) = spawned {
-        log::debug!("no thread to wait for {}: {e}; polling", path.display());
+    // Watched before the next try: a close between the two is not lost.
+    let Some(watch) = closes_of(file) else {
+        log::debug!("no inotify watch on {}; polling", path.display());
         return poll_until(file, path, start, timeout);
+    };
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(e)) => return Err(lock_failed(path, e)),
+        }
+        let waited = start.elapsed();
+        if waited >= timeout {
+            return Err(timed_out(path, timeout));
+        }
+        let pause = (timeout - waited).min(WATCHED_PAUSE);
+        let ms = u16::try_from(pause.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(watch.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(ms.max(1))) {
+            // The events only wake us; the lock is what is tried.
+            Ok(_) => drop(watch.read_events()),
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(lock_failed(path, e.into())),
+        }
     }
-    match rx.recv_timeout(left) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(lock_failed(path, e)),
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(timed_out(path, timeout)),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(lock_failed(
-            path,
-            std::io::Error::other("the waiting thread ended"),
-        )),
-    }
+}
+
+/// An inotify instance told of every close of `file`'s inode (through
+/// `/proc/self/fd`, so it is the open file's, not whatever its path names
+/// now). `None` where inotify cannot be had (the per-user limit of
+/// instances reached, no /proc).
+fn closes_of(file: &File) -> Option<Inotify> {
+    let watch = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
+    let fd = format!("/proc/self/fd/{}", file.as_raw_fd());
+    watch.add_watch(fd.as_str(), AddWatchFlags::IN_CLOSE).ok()?;
+    Some(watch)
 }
 
 /// Polls `try_lock` on `file` until it is granted or `timeout` has passed

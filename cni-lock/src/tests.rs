@@ -64,8 +64,7 @@ fn fresh_directory_and_file_are_private_and_the_lock_excludes() {
     assert!(e.msg.contains(&l.path().display().to_string()), "{e:?}");
     assert!(e.details.contains(TIMEOUT_VAR), "{e:?}");
     drop(l);
-    // Released: taken (the timed-out waiter's thread may get it first, and
-    // lets it go at once); the named file stays.
+    // Released: taken; the named file stays.
     b.take("portmap.lock", SHORT).unwrap().unwrap();
     assert!(b.dir().join("portmap.lock").exists());
 }
@@ -267,4 +266,25 @@ fn the_short_ways_refuse_what_the_long_way_replaces() {
     assert!(existing_file(&e).is_none());
     b.take("e.lock", SHORT).unwrap().unwrap();
     assert_eq!(mode(&e), 0o600);
+}
+
+/// A holder that unlocks and keeps its file open (the Go host-local's
+/// `Unlock` before its `Close`) wakes no close watch: the waiter gets the
+/// lock all the same, at its next try.
+#[test]
+fn a_release_without_a_close_is_seen_too() {
+    let b = Base::new("unlock");
+    let l = b.take("host-local.lock", SHORT).unwrap().unwrap();
+    let holder = File::open(l.path()).unwrap();
+    drop(l);
+    holder.lock().unwrap();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| b.take("host-local.lock", Duration::from_secs(10)));
+        std::thread::sleep(Duration::from_millis(100));
+        holder.unlock().unwrap();
+        assert!(waiter.join().unwrap().unwrap().is_some());
+    });
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    drop(holder);
 }
