@@ -827,3 +827,29 @@ fn multigrain_timestamps_come_with_6_13() {
         );
     }
 }
+
+#[test]
+fn hs_symlinked_files_are_not_read_through() {
+    let t = TempDir::new("symlink");
+    let s = t.store();
+    let outside = t.0.join("outside");
+    fs::write(&outside, "victim\r\neth0").unwrap();
+    let hint = t.0.join("hint");
+    fs::write(&hint, "10.0.0.50").unwrap();
+    std::os::unix::fs::symlink(&outside, t.net().join("10.0.0.9")).unwrap();
+    std::os::unix::fs::symlink(&hint, t.net().join("last_reserved_ip.0")).unwrap();
+    for sync in [Sync::Fast, Sync::Full] {
+        let mut ss = s.session(sync).unwrap();
+        assert!(ss.owned_by("victim", "eth0").is_empty(), "{sync:?}");
+        assert_eq!(ss.last_reserved(0), None, "{sync:?}");
+        // still a taken address
+        assert!(!ss.claim("x", "eth0", ip("10.0.0.9")).unwrap(), "{sync:?}");
+        assert!(ss.release("victim", "eth0").unwrap().is_empty());
+    }
+    let mut ss = s.session(Sync::Full).unwrap();
+    assert_eq!(ss.gc(&[]).unwrap(), [ip("10.0.0.9")]);
+    drop(ss);
+    assert!(fs::symlink_metadata(t.net().join("10.0.0.9")).is_err());
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "victim\r\neth0");
+    assert_eq!(fs::read_to_string(&hint).unwrap(), "10.0.0.50");
+}
