@@ -33,7 +33,7 @@ pub struct Ctx {
 impl Ctx {
     /// Opens `CNI_NETNS` (`failed to open netns "<path>": …`) and both handles.
     pub fn open(args: &CmdArgs) -> Result<Ctx, CniError> {
-        let ns = open_netns(args)?;
+        let ns = crate::netns::open_required(args)?;
         let ns_nl = Netlink::for_ns(&ns).cni()?;
         let host_nl = Netlink::host().cni()?;
         Ok(Ctx { ns, ns_nl, host_nl })
@@ -53,15 +53,6 @@ impl Ctx {
     pub fn sandbox(&self) -> String {
         self.ns.path().display().to_string()
     }
-}
-
-/// Opens `CNI_NETNS`; the error names the path.
-pub fn open_netns(args: &CmdArgs) -> Result<NetNs, CniError> {
-    let path = args
-        .netns
-        .as_deref()
-        .ok_or_else(|| CniError::internal("CNI_NETNS is required"))?;
-    crate::netns::open(path)
 }
 
 /// The parent named `name`, or (no name) the interface of the first
@@ -489,7 +480,7 @@ fn del_in(path: &std::path::Path, ifname: &str, kind: Option<&str>) -> Result<()
             None => Ok(()),
         }
     };
-    let Some(ns) = NetNs::open_if_present(path).cni()? else {
+    let Some(ns) = crate::netns::open_if_present(path)? else {
         return Ok(());
     };
     Netlink::for_ns(&ns).and_then(del).map_err(|e| {

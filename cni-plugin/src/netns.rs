@@ -1,10 +1,10 @@
 //! Opening the container's namespace: with the reference's error text
-//! ([`open`], [`open_if_present`]), or under its host-wide lock
-//! ([`open_locked_if_present`]).
+//! ([`open`], [`open_if_present`], [`open_required`]), or also under its
+//! host-wide lock ([`open_locked`], [`open_locked_if_present`]).
 
 use crate::NetResult;
 use cni_net::NetNs;
-use cni_skel::CniError;
+use cni_skel::{CmdArgs, CniError};
 use std::ops::Deref;
 use std::path::Path;
 
@@ -17,6 +17,15 @@ pub fn open(path: &Path) -> Result<NetNs, CniError> {
 /// [`open`], with a namespace that is gone as `None` (DEL).
 pub fn open_if_present(path: &Path) -> Result<Option<NetNs>, CniError> {
     NetNs::open_if_present(path).map_err(|e| open_failed(path, e))
+}
+
+/// [`open`] of `CNI_NETNS`, which must be given (`CNI_NETNS is required`).
+pub fn open_required(args: &CmdArgs) -> Result<NetNs, CniError> {
+    let path = args
+        .netns
+        .as_deref()
+        .ok_or_else(|| CniError::internal("CNI_NETNS is required"))?;
+    open(path)
 }
 
 fn open_failed(path: &Path, e: cni_net::NetError) -> CniError {
@@ -41,7 +50,7 @@ impl Deref for LockedNetNs {
     }
 }
 
-/// [`NetNs::open_if_present`], then locked until the handle is dropped:
+/// [`open_if_present`], then locked until the handle is dropped:
 /// plugins that change shared state inside one container namespace
 /// (sbr's tables, vrf's devices) exclude each other. The lock is
 /// `cni_lock::netns` of the namespace's device and inode, a file only
@@ -50,13 +59,20 @@ impl Deref for LockedNetNs {
 /// `/proc/self/ns/net`), and so hold forever. (Go's vrf and sbr flock
 /// the namespace file: ours no longer exclude theirs.) A lock not
 /// granted within `RCNI_LOCK_TIMEOUT` is an error naming the lock file.
-pub fn open_locked_if_present(path: impl AsRef<Path>) -> Result<Option<LockedNetNs>, CniError> {
-    let Some(ns) = NetNs::open_if_present(path).cni()? else {
-        return Ok(None);
-    };
+pub fn open_locked_if_present(path: &Path) -> Result<Option<LockedNetNs>, CniError> {
+    open_if_present(path)?.map(lock).transpose()
+}
+
+/// [`open_locked_if_present`] of a namespace that must be there: one that
+/// is gone is [`open`]'s error.
+pub fn open_locked(path: &Path) -> Result<LockedNetNs, CniError> {
+    lock(open(path)?)
+}
+
+fn lock(ns: NetNs) -> Result<LockedNetNs, CniError> {
     let (dev, ino) = ns.stat_id().cni()?;
     let lock = cni_lock::netns(dev, ino)?;
-    Ok(Some(LockedNetNs { ns, lock }))
+    Ok(LockedNetNs { ns, lock })
 }
 
 #[cfg(test)]
@@ -66,9 +82,15 @@ mod tests {
     #[test]
     fn a_missing_namespace_is_none() {
         assert!(
-            open_locked_if_present("/nonexistent/netns")
+            open_locked_if_present(Path::new("/nonexistent/netns"))
                 .unwrap()
                 .is_none()
+        );
+        let e = open_locked(Path::new("/nonexistent/netns")).unwrap_err();
+        assert!(
+            e.msg
+                .starts_with(r#"failed to open netns "/nonexistent/netns": "#),
+            "{e:?}"
         );
     }
 }

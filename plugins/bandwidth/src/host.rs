@@ -76,7 +76,7 @@ pub fn surviving(
     let Some(path) = ns_path else {
         return Ok(None);
     };
-    let Some(ns) = NetNs::open_if_present(path).cni()? else {
+    let Some(ns) = cni_plugin::netns::open_if_present(path)? else {
         return Ok(None);
     };
     Ok(veth_peer(&ns, host, ifname)?.ok())

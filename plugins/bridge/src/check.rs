@@ -3,7 +3,7 @@
 //! IPAM (so L2 networks pass) and routes without a gateway match any.
 
 use crate::config;
-use cni_net::{Link, NetNs, Netlink};
+use cni_net::{Link, Netlink};
 use cni_plugin::NetResult;
 use cni_plugin::iface;
 use cni_skel::delegate;
@@ -18,8 +18,7 @@ pub fn check(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args)?;
     let netns = args.netns.as_deref().unwrap_or(std::path::Path::new(""));
     let netns_str = netns.display().to_string();
-    let ns =
-        NetNs::open(netns).map_err(|e| err(format!("failed to open netns {netns_str:?}: {e}")))?;
+    let ns = cni_plugin::netns::open(netns)?;
     if conf.layer3 {
         delegate::ipam_run(Command::Check, args)?;
     }

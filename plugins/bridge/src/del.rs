@@ -5,8 +5,7 @@
 
 use crate::config;
 use cni_fw::masq::{self, Attachment};
-use cni_net::{NetNs, Netlink};
-use cni_plugin::NetResult;
+use cni_net::Netlink;
 use cni_skel::delegate;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
@@ -18,7 +17,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
     // A netns that is gone took the veth pair with it.
     let ns = match &args.netns {
         None => None,
-        Some(path) => NetNs::open_if_present(path).cni()?,
+        Some(path) => cni_plugin::netns::open_if_present(path)?,
     };
     // IPAM DEL before the link goes (dhcp releases its lease from it).
     let (ipam, link) = delegate::del_ipam_and_link(args, conf.layer3, || {

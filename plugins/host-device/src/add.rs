@@ -18,7 +18,7 @@ pub fn add(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
         Addressing::L2
     };
     if dpdk(&conf, sys)? {
-        let ns = link_plugin::open_netns(args)?;
+        let ns = cni_plugin::netns::open_required(args)?;
         let mut result = if conf.ipam {
             delegate::ipam_add(args)?
         } else {

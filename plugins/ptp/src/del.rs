@@ -2,8 +2,7 @@
 
 use crate::config;
 use cni_fw::masq::{self, Attachment};
-use cni_net::{NetNs, Netlink};
-use cni_plugin::NetResult;
+use cni_net::Netlink;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, delegate};
 
 /// DEL: IPAM DEL, then the container link ([`delegate::del_ipam_and_link`]:
@@ -34,7 +33,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
 /// a missing netns or link is success.
 fn del_container_link(path: &std::path::Path, ifname: &str) -> Result<(), CniError> {
     // The container is gone, and with it the veth pair.
-    let Some(ns) = NetNs::open_if_present(path).cni()? else {
+    let Some(ns) = cni_plugin::netns::open_if_present(path)? else {
         return Ok(());
     };
     Netlink::for_ns(&ns)

@@ -4,7 +4,7 @@
 //! the address as their source). A failed ADD takes back what it did.
 
 use crate::config::{Conf, Gateways};
-use crate::{FIRST_TABLE, family_of, flush_table, host_net, ips_of, ns_path, prev_result};
+use crate::{FIRST_TABLE, NO_PREV_RESULT, family_of, flush_table, host_net, ips_of, ns_path};
 use cni_net::{IpFamily, Netlink, Route, Rule, TABLE_MAIN, scope};
 use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output};
@@ -13,7 +13,7 @@ use ipnetwork::IpNetwork;
 /// ADD.
 pub fn add(args: &CmdArgs) -> CmdResult {
     let conf = Conf::parse(args)?;
-    let result = prev_result(args)?;
+    let result = args.required_prev_result(NO_PREV_RESULT)?;
     let ips = ips_of(&result, &args.ifname);
     if ips.is_empty() {
         return Err(CniError::internal(format!(
@@ -21,8 +21,7 @@ pub fn add(args: &CmdArgs) -> CmdResult {
             args.ifname
         )));
     }
-    let ns = cni_plugin::netns::open_locked_if_present(ns_path(args)?)?
-        .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
+    let ns = cni_plugin::netns::open_locked(ns_path(args)?)?;
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host().cni()?;
         let mut undo = Undo::default();

@@ -1,7 +1,7 @@
 //! CHECK: the rules and tables ADD made are there.
 
 use crate::config::{self, Conf};
-use crate::{family_of, host_net, ips_of, ns_path, prev_result};
+use crate::{NO_PREV_RESULT, family_of, host_net, ips_of, ns_path};
 use cni_net::Netlink;
 use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
@@ -10,10 +10,9 @@ use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 /// points to routes through the interface.
 pub fn check(args: &CmdArgs) -> CmdResult {
     let table = Conf::parse(args)?.table;
-    let result = prev_result(args)?;
+    let result = args.required_prev_result(NO_PREV_RESULT)?;
     let ips = ips_of(&result, &args.ifname);
-    let ns = cni_plugin::netns::open_locked_if_present(ns_path(args)?)?
-        .ok_or_else(|| CniError::internal(format!("failed to open netns {:?}", args.netns)))?;
+    let ns = cni_plugin::netns::open_locked(ns_path(args)?)?;
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host().cni()?;
         let link = nl.link_by_name(&args.ifname).cni()?.ok_or_else(|| {

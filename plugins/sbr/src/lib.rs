@@ -53,9 +53,8 @@ impl Plugin for Sbr {
 
 // What ADD, DEL and CHECK share.
 
-fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
-    args.required_prev_result("This plugin must be called as chained plugin")
-}
+/// Why sbr, which works on the prevResult's addresses, cannot run first.
+const NO_PREV_RESULT: &str = "This plugin must be called as chained plugin";
 
 /// The addresses of CNI_IFNAME in the result, as the reference picks them:
 /// an IP belongs to the interface when its index is unset, out of range,

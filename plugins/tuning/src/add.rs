@@ -1,7 +1,7 @@
 //! ADD.
 
 use crate::state::{self, StateFile};
-use crate::{config, open_netns, prev_result, tune};
+use crate::{NO_PREV_RESULT, config, tune};
 use cni_net::Netlink;
 use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
@@ -13,12 +13,12 @@ use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 pub fn add(args: &CmdArgs) -> CmdResult {
     let allowlist = config::read_allowlist()?;
     let conf = config::load(args, allowlist.as_deref())?;
-    let mut result = prev_result(args)?;
+    let mut result = args.required_prev_result(NO_PREV_RESULT)?;
     // Podman's chains end with an empty tuning: a pure pass-through.
     if conf.parsed.is_empty() {
         return Ok(Output::Result(result));
     }
-    let ns = open_netns(args)?;
+    let ns = cni_plugin::netns::open_required(args)?;
     let file = StateFile::new(&conf.parsed.data_dir, &args.container_id, &args.ifname);
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host().cni()?;

@@ -1,6 +1,6 @@
 //! CHECK.
 
-use crate::{config, open_netns, prev_result};
+use crate::{NO_PREV_RESULT, config};
 use cni_net::Netlink;
 use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
@@ -13,8 +13,8 @@ fn same_sysctl(a: &str, b: &str) -> bool {
 /// CHECK: the kernel holds what the config says.
 pub fn check(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args, None)?;
-    prev_result(args)?;
-    let ns = open_netns(args)?;
+    args.required_prev_result(NO_PREV_RESULT)?;
+    let ns = cni_plugin::netns::open_required(args)?;
     ns.run(|| -> Result<(), CniError> {
         for s in &conf.sysctls {
             let current = cni_net::sysctl::read(&s.path).cni()?;

@@ -2,7 +2,7 @@
 
 use crate::state::{self, Saved, StateFile};
 use crate::{config, tune};
-use cni_net::{NetNs, Netlink};
+use cni_net::Netlink;
 use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
@@ -30,7 +30,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
     };
     let ns = match args.netns.as_deref() {
         None => None,
-        Some(path) => NetNs::open_if_present(path).cni()?,
+        Some(path) => cni_plugin::netns::open_if_present(path)?,
     };
     if let Some(ns) = ns {
         let errors = ns

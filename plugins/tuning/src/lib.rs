@@ -11,9 +11,7 @@ pub mod regex;
 pub mod state;
 pub mod tune;
 
-use cni_net::NetNs;
-use cni_plugin::NetResult;
-use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output, Plugin};
+use cni_skel::{CmdArgs, CmdResult, Output, Plugin};
 use std::process::ExitCode;
 
 /// The plugin.
@@ -46,18 +44,8 @@ impl Plugin for Tuning {
     }
 }
 
-/// The prevResult, which tuning passes on; it cannot run first.
-fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
-    args.required_prev_result("Required prevResult missing")
-}
-
-fn open_netns(args: &CmdArgs) -> Result<NetNs, CniError> {
-    let path = args
-        .netns
-        .as_deref()
-        .ok_or_else(|| CniError::internal("CNI_NETNS is required"))?;
-    NetNs::open(path).cni()
-}
+/// Why tuning, which passes the prevResult on, cannot run first.
+const NO_PREV_RESULT: &str = "Required prevResult missing";
 
 /// Runs the plugin as its binary does; `_args` are the command-line
 /// arguments after the program name, which a CNI plugin does not read (its

@@ -3,7 +3,7 @@
 //! the VRF's table. A failed ADD undoes what it did.
 
 use crate::config::{Conf, is_reserved_table};
-use crate::{find_vrf, must_open_netns, prev_result};
+use crate::{NO_PREV_RESULT, find_vrf, must_open_netns};
 use cni_net::{AddrFlags, IpFamily, Link, Netlink, Route, TABLE_MAIN, scope};
 use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
@@ -13,7 +13,7 @@ use std::collections::HashSet;
 /// ADD.
 pub fn add(args: &CmdArgs) -> CmdResult {
     let conf = Conf::parse(args)?;
-    let result = prev_result(args)?;
+    let result = args.required_prev_result(NO_PREV_RESULT)?;
     let ns = must_open_netns(args)?;
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host().cni()?;

@@ -2,7 +2,7 @@
 //! port.
 
 use crate::config::Conf;
-use crate::{find_vrf, must_open_netns, prev_result};
+use crate::{NO_PREV_RESULT, find_vrf, must_open_netns};
 use cni_net::Netlink;
 use cni_plugin::NetResult;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
@@ -11,7 +11,7 @@ use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 /// interface is enslaved to it.
 pub fn check(args: &CmdArgs) -> CmdResult {
     let conf = Conf::parse(args)?;
-    prev_result(args)?;
+    args.required_prev_result(NO_PREV_RESULT)?;
     let ns = must_open_netns(args)?;
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host().cni()?;

@@ -13,7 +13,7 @@ pub mod del;
 use cni_net::{Link, Netlink};
 use cni_plugin::NetResult;
 use cni_plugin::netns::LockedNetNs;
-use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Output, Plugin};
+use cni_skel::{CmdArgs, CmdResult, CniError, Output, Plugin};
 use config::Conf;
 use std::path::Path;
 
@@ -57,9 +57,8 @@ impl Plugin for Vrf {
 
 // What ADD, DEL and CHECK share.
 
-fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
-    args.required_prev_result("missing prevResult from earlier plugin")
-}
+/// Why vrf, which works on the prevResult's interface, cannot run first.
+const NO_PREV_RESULT: &str = "missing prevResult from earlier plugin";
 
 /// The container namespace, locked for the rest of the command (its
 /// `cni_lock::netns` lock): a concurrent DEL must not delete a VRF that an
@@ -73,10 +72,7 @@ fn open_netns(args: &CmdArgs) -> Result<Option<LockedNetNs>, CniError> {
 }
 
 fn must_open_netns(args: &CmdArgs) -> Result<LockedNetNs, CniError> {
-    open_netns(args)?.ok_or_else(|| {
-        let path = args.netns.as_deref().unwrap_or(Path::new(""));
-        CniError::internal(format!("failed to open netns {:?}", path.display()))
-    })
+    cni_plugin::netns::open_locked(args.netns.as_deref().unwrap_or(Path::new("")))
 }
 
 /// The link called `name` if it is a VRF; another kind is an error.
