@@ -14,6 +14,7 @@
 //!   applying an IPAM result inside the container, CHECK's comparison of a
 //!   `prevResult` with the kernel.
 //! - [`rollback`]: the undo stack of a half-done ADD.
+//! - [`teardown`]: DEL's steps all run; every failure is reported.
 //! - [`netns`]: the container namespace opened under its host-wide lock
 //!   (sbr, vrf).
 //! - [`NetResult::cni`], [`net_error`]: a `cni-net` error as the runtime
@@ -25,6 +26,7 @@ pub mod iface;
 pub mod link_plugin;
 pub mod netns;
 pub mod rollback;
+pub mod teardown;
 
 use cni_net::NetError;
 use cni_skel::CniError;

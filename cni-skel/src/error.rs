@@ -79,21 +79,6 @@ impl CniError {
         Self::new(code::INVALID_NETWORK_CONFIG, msg, "")
     }
 
-    /// The outcome of steps that all ran (a DEL's IPAM, link, rules):
-    /// `Ok` when each one succeeded, else one error with the first
-    /// failure's code and details and every failure's message, in order,
-    /// joined with `"; "`.
-    pub fn all_ok(results: impl IntoIterator<Item = Result<(), CniError>>) -> Result<(), CniError> {
-        let mut first: Option<CniError> = None;
-        for e in results.into_iter().filter_map(Result::err) {
-            match &mut first {
-                None => first = Some(e),
-                Some(f) => f.msg = format!("{}; {}", f.msg, e.msg),
-            }
-        }
-        first.map_or(Ok(()), Err)
-    }
-
     /// Prefixes the message with some context: `"<context>: <msg>"`.
     pub fn context(mut self, context: impl fmt::Display) -> Self {
         self.msg = format!("{context}: {}", self.msg);
@@ -153,26 +138,5 @@ pub trait Context<T> {
 impl<T, E: Into<CniError>> Context<T> for Result<T, E> {
     fn context(self, context: impl fmt::Display) -> Result<T, CniError> {
         self.map_err(|e| e.into().context(context))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn all_ok_joins_every_failure() {
-        assert_eq!(CniError::all_ok([Ok(()), Ok(())]), Ok(()));
-        let e = CniError::all_ok([
-            Ok(()),
-            Err(CniError::new(11, "ipam busy", "retry")),
-            Err(CniError::internal("link")),
-            Err(CniError::internal("rules")),
-        ])
-        .unwrap_err();
-        assert_eq!(
-            (e.code, e.msg.as_str(), e.details.as_str()),
-            (11, "ipam busy; link; rules", "retry")
-        );
     }
 }

@@ -6,8 +6,9 @@
 use crate::config;
 use cni_fw::masq::{self, Attachment};
 use cni_net::Netlink;
+use cni_plugin::teardown::Teardown;
 use cni_skel::delegate;
-use cni_skel::{CmdArgs, CmdResult, CniError, Output};
+use cni_skel::{CmdArgs, CmdResult, Output};
 
 /// DEL.
 pub fn del(args: &CmdArgs) -> CmdResult {
@@ -27,13 +28,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
                 .map(|_| ())
         })
     });
-    let mut errors: Vec<CniError> = Vec::new();
-    if let Err(e) = link {
-        errors.push(cni_plugin::net_error(e));
-    }
-    if let Err(e) = ipam {
-        errors.push(e);
-    }
+    let mut steps = Teardown::of([ipam, link.map_err(cni_plugin::net_error)]);
     if conf.mac_spoof_chk {
         // As in the reference, a spoof-check teardown failure is only reported.
         if let Err(e) = cni_fw::spoofcheck::teardown(&args.container_id, &args.ifname) {
@@ -46,12 +41,8 @@ pub fn del(args: &CmdArgs) -> CmdResult {
             ifname: &args.ifname,
             container_id: &args.container_id,
         };
-        if let Err(e) = masq::teardown(att) {
-            errors.push(e);
-        }
+        steps.step(masq::teardown(att));
     }
-    match errors.into_iter().next() {
-        Some(e) => Err(e),
-        None => Ok(Output::Nothing),
-    }
+    steps.finish()?;
+    Ok(Output::Nothing)
 }

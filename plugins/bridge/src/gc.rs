@@ -2,24 +2,21 @@
 
 use crate::config;
 use cni_net::Netlink;
+use cni_plugin::teardown::Teardown;
 use cni_skel::delegate;
 use cni_skel::{CmdArgs, CmdResult, Command, Output};
 
 /// GC: forwards to IPAM, then removes the masquerade and spoof-check rules
-/// of attachments not in the valid list. Every step runs; the first error
-/// is returned.
+/// of attachments not in the valid list. Every step runs; every failure
+/// is reported.
 pub fn gc(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args)?;
     let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
-    let mut errors = Vec::new();
-    if conf.layer3
-        && let Err(e) = delegate::ipam_run(Command::Gc, args)
-    {
-        errors.push(e);
+    let mut steps = Teardown::default();
+    if conf.layer3 {
+        steps.step(delegate::ipam_run(Command::Gc, args));
     }
-    if let Err(e) = cni_fw::masq::gc(&conf.network, &valid) {
-        errors.push(e);
-    }
+    steps.step(cni_fw::masq::gc(&conf.network, &valid));
     // Spoof-check rules carry no network name: only those whose host veth
     // is a port of this network's bridge (or is gone) are ours to collect.
     match Netlink::host() {
@@ -33,16 +30,12 @@ pub fn gc(args: &CmdArgs) -> CmdResult {
                     Err(_) => false,
                 },
             };
-            if let Err(e) = cni_fw::spoofcheck::gc(&valid, is_ours) {
-                errors.push(e);
-            }
+            steps.step(cni_fw::spoofcheck::gc(&valid, is_ours));
         }
-        Err(e) => errors.push(cni_plugin::net_error(e)),
+        Err(e) => steps.fail(cni_plugin::net_error(e)),
     }
-    match errors.into_iter().next() {
-        Some(e) => Err(e),
-        None => Ok(Output::Nothing),
-    }
+    steps.finish()?;
+    Ok(Output::Nothing)
 }
 
 /// STATUS: IPAM's answer (available when there is no IPAM).

@@ -7,6 +7,7 @@ use crate::identity::{self, Identity};
 use crate::sysfs::Sysfs;
 use cni_net::{NetNs, Netlink};
 use cni_plugin::NetResult;
+use cni_plugin::teardown::Teardown;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, delegate};
 
 /// DEL: IPAM DEL always (also when the netns is gone, so the address is
@@ -28,7 +29,7 @@ pub fn del(args: &CmdArgs, sys: &Sysfs) -> CmdResult {
             del_device(args)
         }
     });
-    CniError::all_ok([ipam, device])?;
+    Teardown::of([ipam, device]).finish()?;
     Ok(Output::Nothing)
 }
 

@@ -3,6 +3,7 @@
 use crate::config;
 use cni_fw::masq::{self, Attachment};
 use cni_net::Netlink;
+use cni_plugin::teardown::Teardown;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, delegate};
 
 /// DEL: IPAM DEL, then the container link ([`delegate::del_ipam_and_link`]:
@@ -16,16 +17,16 @@ pub fn del(args: &CmdArgs) -> CmdResult {
         Some(path) => del_container_link(path, &args.ifname),
         None => Ok(()),
     });
-    let mut steps = vec![ipam, link];
+    let mut steps = Teardown::of([ipam, link]);
     if conf.ip_masq {
         let att = Attachment {
             network: &conf.name,
             ifname: &args.ifname,
             container_id: &args.container_id,
         };
-        steps.push(masq::teardown(att));
+        steps.step(masq::teardown(att));
     }
-    CniError::all_ok(steps)?;
+    steps.finish()?;
     Ok(Output::Nothing)
 }
 

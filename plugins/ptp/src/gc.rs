@@ -2,16 +2,18 @@
 
 use crate::config;
 use cni_fw::masq;
-use cni_skel::{CmdArgs, CmdResult, CniError, Command, Output, delegate};
+use cni_plugin::teardown::Teardown;
+use cni_skel::{CmdArgs, CmdResult, Command, Output, delegate};
 
 /// GC: forwarded to IPAM, then the masquerade rules of this network's
 /// attachments that are not valid any more are removed (both backends).
 pub fn gc(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args)?;
     let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
-    CniError::all_ok([
+    Teardown::of([
         delegate::ipam_run(Command::Gc, args),
         masq::gc(&conf.name, &valid),
-    ])?;
+    ])
+    .finish()?;
     Ok(Output::Nothing)
 }

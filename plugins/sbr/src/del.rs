@@ -5,6 +5,7 @@ use crate::config::{self, Conf};
 use crate::{FIRST_TABLE, family_of, flush_table, host_net, ips_of};
 use cni_net::{IpFamily, Netlink, Rule};
 use cni_plugin::NetResult;
+use cni_plugin::teardown::Teardown;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 use ipnetwork::IpNetwork;
 
@@ -43,7 +44,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host().cni()?;
         let sources: Vec<IpNetwork> = del_ips(args, &nl)?.iter().map(host_net).collect();
-        let mut errors = Vec::new();
+        let mut steps = Teardown::default();
         for family in [IpFamily::V4, IpFamily::V6] {
             // No rule of a family without one of the sources is ours: its
             // dump would find nothing to do.
@@ -58,7 +59,7 @@ pub fn del(args: &CmdArgs) -> CmdResult {
             });
             for r in &mine {
                 if let Err(e) = nl.del_rule(r) {
-                    errors.push(format!("Failed to delete rule {e}"));
+                    steps.fail(CniError::internal(format!("Failed to delete rule {e}")));
                 }
             }
             if table.is_some() {
@@ -71,15 +72,10 @@ pub fn del(args: &CmdArgs) -> CmdResult {
                 if t < FIRST_TABLE || others.iter().any(|o| o.table == t) {
                     continue;
                 }
-                if let Err(e) = flush_table(&nl, family, t) {
-                    errors.push(e.msg);
-                }
+                steps.step(flush_table(&nl, family, t));
             }
         }
-        match errors.pop() {
-            Some(e) => Err(CniError::internal(e)),
-            None => Ok(()),
-        }
+        steps.finish()
     })
     .cni()??;
     Ok(Output::Nothing)
