@@ -13,6 +13,8 @@
 //! - [`iface`]: what the veth plugins (bridge, ptp) share: the veth pair,
 //!   applying an IPAM result inside the container, CHECK's comparison of a
 //!   `prevResult` with the kernel.
+//! - [`ipam`]: ADD's IPAM job, run beside the making of the links, that
+//!   undoes itself unless disarmed (bridge, ptp, the link plugins).
 //! - [`rollback`]: the undo stack of a half-done ADD.
 //! - [`teardown`]: DEL's steps all run; every failure is reported.
 //! - [`netns`]: the container namespace opened under its host-wide lock
@@ -23,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod iface;
+pub mod ipam;
 pub mod link_plugin;
 pub mod netns;
 pub mod rollback;

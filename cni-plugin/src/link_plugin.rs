@@ -10,6 +10,7 @@
 
 use crate::NetResult;
 use crate::iface::{check_addresses, check_routes, configure_iface_with, random_veth_name};
+use crate::ipam::IpamJob;
 use crate::rollback::Rollback;
 use cni_net::{ChildKind, ChildOpts, IpFamily, Link, Mac, NetNs, Netlink, sysctl};
 use cni_skel::error::code;
@@ -229,7 +230,7 @@ pub struct L3Opts {
 }
 
 /// ADD of a link plugin: IPAM (started first, it runs while the link is
-/// made, when it needs no link: [`delegate::IpamLink`]), the link (then
+/// made, when it needs no link: [`IpamJob::early`]), the link (then
 /// IPAM, for one that may use it), then its configuration. Any failure
 /// undoes all of it.
 pub fn add(
@@ -261,40 +262,23 @@ pub fn add_with(
     place: impl FnOnce() -> Result<Link, CniError>,
     remove: impl Fn(&Link) -> Result<(), CniError>,
 ) -> Result<CniResult, CniError> {
-    let ipam_used = matches!(addressing, Addressing::Ipam);
     // IPAM that needs no link runs while the link is made; any other (dhcp
-    // sends from the link) once it is there.
-    let ipam = match addressing {
-        Addressing::Ipam => Some(delegate::ipam_add_early(args)?),
-        _ => None,
+    // sends from the link) once it is there. Dropped on an error return
+    // (after the link's removal), the job undoes itself.
+    let (mut ipam, prev) = match addressing {
+        Addressing::Ipam => (Some(IpamJob::early(args)?), None),
+        Addressing::Prev(r) => (None, Some(r)),
+        Addressing::L2 => (None, None),
     };
-    let placed = place();
-    let (result, link) = match (ipam, placed) {
-        (None, Ok(link)) => match addressing {
-            Addressing::Prev(r) => (Some(r), link),
-            _ => (None, link),
-        },
-        (None, Err(e)) => return Err(e),
-        (Some(ipam), Ok(link)) => match ipam.finish(args) {
-            Ok(r) => (Some(r), link),
-            Err(e) => {
-                if let Err(undo) = remove(&link) {
-                    log::warn!("rollback: removing {}: {}", link.name, undo.msg);
-                }
-                return Err(e);
-            }
-        },
-        (Some(ipam), Err(e)) => {
-            ipam.abandon(args);
-            return Err(e);
-        }
-    };
+    let link = place()?;
     let mut rb = Rollback::default();
-    if ipam_used {
-        rb.push("IPAM DEL", || delegate::ipam_run(Command::Del, args));
-    }
     rb.push("remove link", || remove(&link));
-    let done = configure(args, cx, &link, result, opts).and_then(|r| {
+    let done = match ipam.as_mut() {
+        Some(job) => job.finish().map(Some),
+        None => Ok(prev),
+    }
+    .and_then(|result| configure(args, cx, &link, result, opts))
+    .and_then(|r| {
         // A result the config's version cannot express (no IPs in 0.2.0)
         // fails here, while the link can still be undone.
         r.to_json(args.cni_version())?;
@@ -303,6 +287,9 @@ pub fn add_with(
     match done {
         Ok(r) => {
             rb.disarm();
+            if let Some(job) = ipam {
+                job.disarm();
+            }
             Ok(r)
         }
         Err(e) => {

@@ -201,51 +201,6 @@ impl IpamLink {
     }
 }
 
-/// ADD's IPAM step, begun by [`ipam_add_early`].
-#[derive(Debug)]
-pub enum IpamAdd {
-    /// Running while the caller makes the link ([`IpamLink::Unused`]).
-    Started(RunningAdd),
-    /// To run in [`IpamAdd::finish`], once the link is in place and up.
-    Deferred,
-}
-
-/// Starts IPAM ADD at once when it needs no link, so that it runs while the
-/// caller makes the link; otherwise defers it until [`IpamAdd::finish`].
-pub fn ipam_add_early(args: &CmdArgs) -> Result<IpamAdd, CniError> {
-    Ok(match IpamLink::of(args) {
-        IpamLink::Unused => IpamAdd::Started(ipam_add_start(args)?),
-        IpamLink::Needed => IpamAdd::Deferred,
-    })
-}
-
-impl IpamAdd {
-    /// True when IPAM runs only in [`IpamAdd::finish`]: the link it may
-    /// use must be up (both ends of a veth) by then.
-    pub fn deferred(&self) -> bool {
-        matches!(self, IpamAdd::Deferred)
-    }
-
-    /// The IPAM result: the started ADD's, or one run now.
-    pub fn finish(self, args: &CmdArgs) -> Result<CniResult, CniError> {
-        match self {
-            IpamAdd::Started(running) => running.wait(),
-            IpamAdd::Deferred => ipam_add(args),
-        }
-    }
-
-    /// The link could not be made: a started ADD is waited for and, if it
-    /// reserved something, undone by IPAM DEL; a deferred one never ran.
-    pub fn abandon(self, args: &CmdArgs) {
-        if let IpamAdd::Started(running) = self
-            && running.wait().is_ok()
-            && let Err(e) = ipam_run(Command::Del, args)
-        {
-            log::warn!("rollback: IPAM DEL: {}", e.msg);
-        }
-    }
-}
-
 /// DEL's IPAM and link steps. An IPAM that may use the link
 /// ([`IpamLink::Needed`]: dhcp sends its DHCPRELEASE from it, and any type
 /// rcni does not know) runs its DEL to its end before `remove_link`, as in
@@ -316,13 +271,10 @@ mod tests {
         let a = || args(&["/nonexistent"]);
         for kind in ["host-local", "static"] {
             assert_eq!(IpamLink::of(&with_ipam(a(), kind)), IpamLink::Unused);
-            assert!(!ipam_add_early(&with_ipam(a(), kind)).is_ok_and(|i| i.deferred()));
         }
         for kind in ["dhcp", "whereabouts", "Host-local", "host-local2", ""] {
             let a = with_ipam(a(), kind);
             assert_eq!(IpamLink::of(&a), IpamLink::Needed, "{kind}");
-            // Deferred: nothing started (the plugin does not even exist).
-            assert!(ipam_add_early(&a).unwrap().deferred());
         }
         assert_eq!(IpamLink::of(&a()), IpamLink::Needed);
     }

@@ -9,8 +9,9 @@ use cni_fw::masq::{self, Attachment, Backend};
 use cni_net::{AddrFlags, Link, NetNs, Netlink, Route, scope};
 use cni_plugin::NetResult;
 use cni_plugin::iface::{self, VethPair, VethSetup};
+use cni_plugin::ipam::IpamJob;
 use cni_plugin::rollback::Rollback;
-use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Command, Interface, Output, delegate};
+use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Interface, Output};
 use ipnetwork::IpNetwork;
 use std::net::IpAddr;
 
@@ -162,10 +163,6 @@ fn create_links(args: &CmdArgs, conf: &PtpConf, ns: &NetNs) -> Result<Links, Cni
     })
 }
 
-fn ipam_del(args: &CmdArgs) -> Result<(), CniError> {
-    delegate::ipam_run(Command::Del, args)
-}
-
 fn del_veth(links: &Links) -> Result<(), CniError> {
     // Deleting one end removes the pair with its addresses and routes.
     links.host_nl.del_link(&links.pair.host).cni()
@@ -179,32 +176,19 @@ pub fn add(args: &CmdArgs) -> CmdResult {
         .ok_or_else(|| CniError::internal("CNI_NETNS is required for ADD"))?;
     let ns = cni_plugin::netns::open(path)?;
     // The IPAM delegate is a separate process that mostly waits on exec
-    // and files: create the veth pair meanwhile.
-    let ipam = delegate::ipam_add_start(args)?;
+    // and files: create the veth pair meanwhile. Dropped on an error
+    // return (after the veth's deletion), the job undoes itself.
+    let mut ipam = IpamJob::start(args)?;
     let links = create_links(args, &conf, &ns);
-    let ipam = ipam.wait();
-    let (result, links) = match (ipam, links) {
-        (Ok(r), Ok(l)) => (r, l),
-        (Err(e), Ok(l)) => {
-            if let Err(undo) = del_veth(&l) {
-                log::warn!("rollback: deleting {}: {}", l.pair.host.name, undo.msg);
-            }
-            return Err(e);
-        }
-        (Ok(_), Err(e)) => {
-            if let Err(undo) = ipam_del(args) {
-                log::warn!("rollback: IPAM DEL: {}", undo.msg);
-            }
-            return Err(e);
-        }
-        (Err(e), Err(_)) => return Err(e),
-    };
+    let result = ipam.finish();
+    // When both failed, IPAM's error is the one reported.
+    let links = links.map_err(|e| result.as_ref().err().cloned().unwrap_or(e))?;
     let mut rb = Rollback::default();
-    rb.push("IPAM DEL", || ipam_del(args));
     rb.push("delete veth", || del_veth(&links));
-    match configure(args, &conf, &ns, &links, result, &mut rb) {
+    match result.and_then(|r| configure(args, &conf, &ns, &links, r, &mut rb)) {
         Ok(result) => {
             rb.disarm();
+            ipam.disarm();
             Ok(Output::Result(result))
         }
         Err(e) => {
