@@ -3,7 +3,7 @@
 //! `ingressPolicy` asks; prevResult is passed on.
 
 use crate::{
-    Backend, attachment, config, firewalld, ipt, isolation, lock, parse, prev_result, resolve,
+    Backend, NO_PREV_RESULT, attachment, config, firewalld, ipt, isolation, lock, parse, resolve,
     sources,
 };
 use cni_skel::{CmdArgs, CmdResult, Output};
@@ -37,7 +37,7 @@ pub fn add(args: &CmdArgs) -> CmdResult {
     // Everything is validated before anything is written.
     let conf = parse(args)?;
     let policy = conf.ingress_policy()?;
-    let prev = prev_result(args)?;
+    let prev = args.required_prev_result(NO_PREV_RESULT)?;
     let ips = config::container_ips(&prev);
     let iso = isolation(&prev, policy)?;
     let iso = iso.as_ref().map(|(b, p)| (b.as_str(), *p));

@@ -1,12 +1,12 @@
 //! CHECK: what ADD made is there.
 
-use crate::{Backend, config, ipt, isolation, parse, prev_result, resolve};
+use crate::{Backend, NO_PREV_RESULT, config, ipt, isolation, parse, resolve};
 use cni_skel::{CmdArgs, CmdResult, Output};
 
 pub fn check(args: &CmdArgs) -> CmdResult {
     let conf = parse(args)?;
     let policy = conf.ingress_policy()?;
-    let prev = prev_result(args)?;
+    let prev = args.required_prev_result(NO_PREV_RESULT)?;
     let ips = config::container_ips(&prev);
     let iso = isolation(&prev, policy)?;
     let iso = iso.as_ref().map(|(b, p)| (b.as_str(), *p));

@@ -67,9 +67,8 @@ fn parse(args: &CmdArgs) -> Result<Conf, CniError> {
     config::parse(&args.stdin, cni_skel::ParseFor::of(args))
 }
 
-fn prev_result(args: &CmdArgs) -> Result<CniResult, CniError> {
-    args.required_prev_result("missing prevResult from earlier plugin")
-}
+/// Why firewall, which passes the prevResult on, cannot run first.
+const NO_PREV_RESULT: &str = "missing prevResult from earlier plugin";
 
 /// The bridge to isolate, when the policy asks for it.
 fn isolation(
