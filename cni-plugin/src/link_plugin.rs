@@ -254,6 +254,7 @@ pub fn add(
 /// when it fails) and taken away again by `remove` when a later step
 /// fails: host-device moves a host device in and back out; tap makes its
 /// device by ioctl.
+#[inline]
 pub fn add_with(
     args: &CmdArgs,
     cx: &Ctx,

@@ -11,7 +11,17 @@ use std::path::Path;
 /// `CNI_NETNS` opened, or the reference's error naming it:
 /// `failed to open netns "<path>": <why>`.
 pub fn open(path: &Path) -> Result<NetNs, CniError> {
-    NetNs::open(path).map_err(|e| open_failed(path, e))
+    // Through open_if_present: one call of NetNs::open in a plugin's
+    // binary (two kept it out of line, and vrf a page larger).
+    open_if_present(path)?.ok_or_else(|| gone(path))
+}
+
+/// [`open`]'s error for a path that does not exist.
+fn gone(path: &Path) -> CniError {
+    let e = cni_net::NetError::NsNotFound {
+        path: path.to_path_buf(),
+    };
+    open_failed(path, e)
 }
 
 /// [`open`], with a namespace that is gone as `None` (DEL).
@@ -60,19 +70,18 @@ impl Deref for LockedNetNs {
 /// the namespace file: ours no longer exclude theirs.) A lock not
 /// granted within `RCNI_LOCK_TIMEOUT` is an error naming the lock file.
 pub fn open_locked_if_present(path: &Path) -> Result<Option<LockedNetNs>, CniError> {
-    open_if_present(path)?.map(lock).transpose()
+    let Some(ns) = open_if_present(path)? else {
+        return Ok(None);
+    };
+    let (dev, ino) = ns.stat_id().cni()?;
+    let lock = cni_lock::netns(dev, ino)?;
+    Ok(Some(LockedNetNs { ns, lock }))
 }
 
 /// [`open_locked_if_present`] of a namespace that must be there: one that
 /// is gone is [`open`]'s error.
 pub fn open_locked(path: &Path) -> Result<LockedNetNs, CniError> {
-    lock(open(path)?)
-}
-
-fn lock(ns: NetNs) -> Result<LockedNetNs, CniError> {
-    let (dev, ino) = ns.stat_id().cni()?;
-    let lock = cni_lock::netns(dev, ino)?;
-    Ok(LockedNetNs { ns, lock })
+    open_locked_if_present(path)?.ok_or_else(|| gone(path))
 }
 
 #[cfg(test)]
