@@ -434,37 +434,57 @@ fn lock_failed(path: &Path, e: std::io::Error) -> CniError {
 /// own in every run under musl) made each plugin that locks 41-53 KB
 /// larger.
 fn wait_until(file: &File, path: &Path, timeout: Duration) -> Result<(), CniError> {
-    match file.try_lock() {
-        Ok(()) => return Ok(()),
-        Err(TryLockError::WouldBlock) => {}
-        Err(TryLockError::Error(e)) => return Err(lock_failed(path, e)),
+    if taken(file, path)? {
+        return Ok(());
     }
     WAITED.store(true, std::sync::atomic::Ordering::Relaxed);
     let start = Instant::now();
     // Watched before the next try: a close between the two is not lost.
-    let Some(watch) = closes_of(file) else {
+    let watch = closes_of(file);
+    if watch.is_none() {
         log::debug!("no inotify watch on {}; polling", path.display());
-        return poll_until(file, path, start, timeout);
-    };
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(TryLockError::WouldBlock) => {}
-            Err(TryLockError::Error(e)) => return Err(lock_failed(path, e)),
-        }
+    }
+    let mut backoff = Duration::from_millis(1);
+    while !taken(file, path)? {
         let waited = start.elapsed();
         if waited >= timeout {
             return Err(timed_out(path, timeout));
         }
-        let pause = (timeout - waited).min(WATCHED_PAUSE);
-        let ms = u16::try_from(pause.as_millis()).unwrap_or(u16::MAX);
-        let mut fds = [PollFd::new(watch.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(ms.max(1))) {
-            // The events only wake us; the lock is what is tried.
-            Ok(_) => drop(watch.read_events()),
-            Err(Errno::EINTR) => {}
-            Err(e) => return Err(lock_failed(path, e.into())),
+        let left = timeout - waited;
+        match &watch {
+            Some(watch) => next_close(watch, left.min(WATCHED_PAUSE))
+                .map_err(|e| lock_failed(path, e.into()))?,
+            None => {
+                std::thread::sleep(backoff.min(left));
+                backoff = (backoff * 2).min(MAX_PAUSE);
+            }
         }
+    }
+    Ok(())
+}
+
+/// One `try_lock` of `file`: whether it is now held.
+fn taken(file: &File, path: &Path) -> Result<bool, CniError> {
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(TryLockError::WouldBlock) => Ok(false),
+        Err(TryLockError::Error(e)) => Err(lock_failed(path, e)),
+    }
+}
+
+/// Sleeps until `watch` reports a close or `pause` has passed. The events
+/// only wake the waiter (they are read and dropped): the lock is what is
+/// tried after.
+fn next_close(watch: &Inotify, pause: Duration) -> Result<(), Errno> {
+    let ms = u16::try_from(pause.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(watch.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::from(ms.max(1))) {
+        Ok(_) => {
+            drop(watch.read_events());
+            Ok(())
+        }
+        Err(Errno::EINTR) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -477,25 +497,6 @@ fn closes_of(file: &File) -> Option<Inotify> {
     let fd = format!("/proc/self/fd/{}", file.as_raw_fd());
     watch.add_watch(fd.as_str(), AddWatchFlags::IN_CLOSE).ok()?;
     Some(watch)
-}
-
-/// Polls `try_lock` on `file` until it is granted or `timeout` has passed
-/// since `start`.
-fn poll_until(file: &File, path: &Path, start: Instant, timeout: Duration) -> Result<(), CniError> {
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(TryLockError::WouldBlock) => {}
-            Err(TryLockError::Error(e)) => return Err(lock_failed(path, e)),
-        }
-        let waited = start.elapsed();
-        if waited >= timeout {
-            return Err(timed_out(path, timeout));
-        }
-        std::thread::sleep(pause.min(timeout - waited));
-        pause = (pause * 2).min(MAX_PAUSE);
-    }
 }
 
 fn timed_out(path: &Path, timeout: Duration) -> CniError {
