@@ -74,6 +74,7 @@ fn run_once(path: &Path, command: Command, stdin: &[u8]) -> std::io::Result<std:
 fn start_once(path: &Path, command: Command, stdin: &[u8]) -> std::io::Result<Child> {
     let mut child = std::process::Command::new(path)
         .env("CNI_COMMAND", command.as_str())
+        .env(crate::env::INVOKER_VAR, std::process::id().to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -149,8 +149,9 @@ pub struct CmdArgs {
     /// The common keys of the config.
     pub conf: crate::conf::NetConf,
     /// The pid of the process that ran the plugin, read when the plugin
-    /// started (before stdin), so that [`CmdArgs::invoker_gone`] can tell
-    /// whether anyone is still waiting for the result.
+    /// started (before stdin; see [`invoker_of`]), so that
+    /// [`CmdArgs::invoker_gone`] can tell whether anyone is still waiting
+    /// for the result.
     pub invoker: Option<u32>,
 }
 
@@ -196,9 +197,90 @@ impl CmdArgs {
     }
 }
 
+/// Set by a delegating rcni plugin to its own pid in its delegate's
+/// environment ([`crate::delegate`]). A delegate may read its parent only
+/// after the delegator was killed (between fork and the delegate's first
+/// instruction): its parent is then already someone else, and the pid
+/// named here tells it that the one it was run for has gone.
+pub const INVOKER_VAR: &str = "RCNI_INVOKER_PID";
+
+/// How far up [`invoker_of`] looks for the named delegator.
+const MAX_ANCESTRY: usize = 16;
+
+/// The pid of the process waiting for this one's result: its parent,
+/// unless `named` (the [`INVOKER_VAR`] it was given) names a process that
+/// is not among its ancestors, which can only be a delegator that exited
+/// before this process looked. `parent_of` reads a process's parent
+/// (`None`: cannot tell, and then the parent is taken, so that a process
+/// run through an intermediate, say a shell or another plugin, is never
+/// told its invoker has gone).
+pub fn invoker_of(named: Option<&str>, parent: u32, parent_of: impl Fn(u32) -> Option<u32>) -> u32 {
+    let Some(named) = named.and_then(|s| s.parse::<u32>().ok()) else {
+        return parent;
+    };
+    let mut pid = parent;
+    for _ in 0..MAX_ANCESTRY {
+        if pid == named {
+            return parent;
+        }
+        match parent_of(pid) {
+            // Past the top of the tree (pid 1's parent is 0) without meeting it.
+            Some(0) => return named,
+            Some(up) => pid = up,
+            None => return parent,
+        }
+    }
+    parent
+}
+
+/// A process's parent, from `/proc/<pid>/stat` (the field after the
+/// command name, which may itself hold spaces and parentheses).
+pub fn parent_in_proc(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process tree: 1 (top) -> 40 (runtime) -> 50 (delegator) -> 60 (a
+    /// shell between) ; 70 was reparented to 1.
+    fn tree(pid: u32) -> Option<u32> {
+        match pid {
+            1 => Some(0),
+            40 => Some(1),
+            50 => Some(40),
+            60 => Some(50),
+            70 => Some(1),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_invoker_is_the_parent_unless_a_named_delegator_is_no_ancestor() {
+        // Run by a runtime (no name), or by the named delegator itself.
+        assert_eq!(invoker_of(None, 50, tree), 50);
+        assert_eq!(invoker_of(Some("50"), 50, tree), 50);
+        assert_eq!(invoker_of(Some("garbage"), 50, tree), 50);
+        // Through a shell the delegator ran: the delegator is an ancestor.
+        assert_eq!(invoker_of(Some("50"), 60, tree), 60);
+        // The delegator died before we looked: reparented to 1.
+        assert_eq!(invoker_of(Some("50"), 1, tree), 50);
+        assert_eq!(invoker_of(Some("55"), 70, tree), 55);
+        // Cannot tell (no /proc): the parent, never a false "gone".
+        assert_eq!(invoker_of(Some("50"), 99, tree), 99);
+    }
+
+    #[test]
+    fn parent_in_proc_reads_this_process_s_parent() {
+        assert_eq!(
+            parent_in_proc(std::process::id()),
+            Some(std::os::unix::process::parent_id())
+        );
+        assert_eq!(parent_in_proc(u32::MAX), None);
+    }
 
     #[test]
     fn a_missing_prev_result_is_the_plugins_own_internal_error() {

@@ -208,7 +208,11 @@ pub fn dispatch(
     mut stdin: Box<dyn Read>,
 ) -> Outcome {
     // Before anything can block (stdin): who is waiting for us.
-    let invoker = Some(std::os::unix::process::parent_id());
+    let invoker = Some(env::invoker_of(
+        getenv(env::INVOKER_VAR).as_deref(),
+        std::os::unix::process::parent_id(),
+        env::parent_in_proc,
+    ));
     let var = |k: &str| getenv(k).unwrap_or_default();
     let cmd_text = var("CNI_COMMAND");
     let supported = plugin.supported_versions();

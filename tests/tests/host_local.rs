@@ -1168,6 +1168,46 @@ fn add_whose_caller_died_gives_the_address_back() {
     assert_eq!(r["ips"][0]["address"], "10.1.77.3/24", "{r}");
 }
 
+/// A delegating plugin killed between starting host-local and host-local's
+/// first look at its parent: host-local's parent is already someone else,
+/// so only the pid the delegator named (`RCNI_INVOKER_PID`) tells it that
+/// nobody waits for the address. It gives the address back. kill9_tap
+/// left a reservation behind this way under user-mode-linux (a DEL that
+/// ran before the orphan reserved); this failed before the variable.
+#[test]
+fn add_whose_delegator_died_before_it_looked_gives_the_address_back() {
+    let d = DataDir::new("hlgone");
+    let conf = d.conf("1.0.0", json!({"subnet": "10.1.78.0/24"}));
+    // A pid that has exited (and was reaped): the delegator.
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let pid = dead.id();
+    dead.wait().unwrap();
+    let out = invocation(&ours(), "ADD", &conf, "gone", "eth0")
+        .env("RCNI_INVOKER_PID", pid.to_string())
+        .run();
+    let e = out.err();
+    assert!(
+        rcni_tests::error_msg(&e).contains("has exited: released [10.1.78.2]"),
+        "{e}"
+    );
+    assert!(d.reservations().is_empty(), "{:?}", d.reservations());
+    // Run by the named process itself, or through a shell that it ran,
+    // the ADD keeps its address.
+    let me = std::process::id().to_string();
+    let r = invocation(&ours(), "ADD", &conf, "kept", "eth0")
+        .env("RCNI_INVOKER_PID", &me)
+        .run()
+        .ok();
+    assert_eq!(r["ips"][0]["address"], "10.1.78.3/24", "{r}");
+    let r = invocation(&ours(), "ADD", &conf, "shell", "eth0")
+        .env("RCNI_INVOKER_PID", &me)
+        .via(&["sh", "-c", "\"$0\" \"$@\"; exit $?"])
+        .run()
+        .ok();
+    assert_eq!(r["ips"][0]["address"], "10.1.78.4/24", "{r}");
+    assert_eq!(d.reservations().len(), 2, "{:?}", d.reservations());
+}
+
 /// What another process can observe of a network directory without the
 /// lock: every name with its content and inode, and the directory's mtime.
 type Observed = (BTreeMap<String, (Vec<u8>, u64)>, (i64, i64));
