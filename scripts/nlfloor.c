@@ -1,11 +1,13 @@
 /* The netlink floor of scripts/bench (issue 30): the smallest static
- * process doing a row's kernel work, its netlink requests and tun ioctls
- * (no C library: its own system calls, so its start-up is the spawn
- * floor's). scripts/bench builds it with gcc and times it whole: no
- * tool start-up to subtract. stdin is a list of records made by the
+ * process doing a row's kernel work, its netlink requests, tun ioctls and
+ * file work (host-local's reservation, a sysctl, a saved state file) (no
+ * C library: its own system calls, so its start-up is the spawn floor's).
+ * scripts/bench builds it with gcc and times it whole: no tool start-up
+ * to subtract. stdin is a list of records made by the
  * bench's class Nl, each: u32 length (all of it), u32 op,
  * u32 a, u32 b, then data:
- *   1 OPEN   a=open flags, data=path (NUL-terminated); the fd takes the next slot
+ *   1 OPEN   a=open flags, b=mode (with O_CREAT), data=path (NUL-terminated);
+ *            the fd takes the next slot
  *   2 ENTER  setns(slot a, CLONE_NEWNET); later messages go on a new socket there
  *   3 MSG    a=slot to store the answer's ifindex in (~0: none), b=patches;
  *            data = b x (u32 offset, u32 slot): the message's u32 at offset
@@ -14,9 +16,14 @@
  *   4 IOCTL  ioctl(slot a, b, pointer to data)
  *   5 IOCTLV ioctl(slot a, b, the u32 in data)
  *   6 CLOSE  close(slot a)
+ *   7 WRITE  pwrite(slot a, data, offset 0): all of it in one call (a file's
+ *            content, a sysctl)
+ *   8 FLOCK  flock(slot a, b) (host-local's lock file)
+ *   9 READ   read(slot a, up to b bytes) once (a file's content; what was
+ *            read is not used: the kernel's work is the floor's)
  * Exits 0, or 1 with "nlfloor: record R error E" on stderr. */
 #if defined(__x86_64__)
-enum { S_READ = 0, S_WRITE = 1, S_CLOSE = 3, S_IOCTL = 16, S_SOCKET = 41, S_SENDTO = 44,
+enum { S_READ = 0, S_WRITE = 1, S_CLOSE = 3, S_PWRITE = 18, S_IOCTL = 16, S_FLOCK = 73, S_SOCKET = 41, S_SENDTO = 44,
        S_RECVFROM = 45, S_EXIT = 60, S_OPENAT = 257, S_SETNS = 308 };
 static long sys6(long n, long a, long b, long c, long d, long e, long f) {
     long r;
@@ -26,7 +33,7 @@ static long sys6(long n, long a, long b, long c, long d, long e, long f) {
     return r;
 }
 #elif defined(__aarch64__)
-enum { S_READ = 63, S_WRITE = 64, S_CLOSE = 57, S_IOCTL = 29, S_SOCKET = 198, S_SENDTO = 206,
+enum { S_READ = 63, S_WRITE = 64, S_CLOSE = 57, S_PWRITE = 68, S_IOCTL = 29, S_FLOCK = 32, S_SOCKET = 198, S_SENDTO = 206,
        S_RECVFROM = 207, S_EXIT = 93, S_OPENAT = 56, S_SETNS = 268 };
 static long sys6(long n, long a, long b, long c, long d, long e, long f) {
     register long x8 __asm__("x8") = n, x0 __asm__("x0") = a, x1 __asm__("x1") = b,
@@ -74,7 +81,7 @@ void _start(void) {
         if (len < 16 || at + len > n) fail(rec, 22);
         at += (len + 3) & ~3u;
         if (op == 1) {
-            r = sys6(S_OPENAT, -100, (long)d, a | 02000000, 0, 0, 0);
+            r = sys6(S_OPENAT, -100, (long)d, a | 02000000, b, 0, 0);
             if (r < 0 || nslots == 64) fail(rec, r);
             slot[nslots++] = r;
         } else if (op == 2) {
@@ -113,6 +120,14 @@ void _start(void) {
             }
         } else if (op == 6) {
             if ((r = sys6(S_CLOSE, slot[a], 0, 0, 0, 0, 0)) < 0) fail(rec, r);
+        } else if (op == 7) {
+            if ((r = sys6(S_PWRITE, slot[a], (long)d, len - 16, 0, 0, 0)) != (long)(len - 16))
+                fail(rec, r < 0 ? r : 5);
+        } else if (op == 8) {
+            if ((r = sys6(S_FLOCK, slot[a], b, 0, 0, 0, 0)) < 0) fail(rec, r);
+        } else if (op == 9) {
+            if ((r = sys6(S_READ, slot[a], (long)ans, b < sizeof ans ? b : sizeof ans, 0, 0, 0)) < 0)
+                fail(rec, r);
         } else if (op == 4 || op == 5) {
             r = sys6(S_IOCTL, slot[a], b, op == 4 ? (long)d : (long)rd(d), 0, 0, 0);
             if (r < 0) fail(rec, r);
