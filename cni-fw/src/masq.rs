@@ -21,6 +21,7 @@ use crate::hash::{chain_name, comment};
 use crate::iptables::{self, Family};
 use crate::nft;
 use cni_skel::CniError;
+use cni_skel::teardown::Teardown;
 use ipnetwork::IpNetwork;
 
 /// The firewall backend used for masquerading.
@@ -91,45 +92,38 @@ pub fn setup(backend: Backend, addrs: &[IpNetwork], att: Attachment<'_>) -> Resu
 }
 
 /// Removes this attachment's masquerade rules from both backends. Errors of
-/// a backend that is not installed are ignored.
+/// a backend that is not installed are ignored; both backends' failures are
+/// reported ([`Teardown`]).
 pub fn teardown(att: Attachment<'_>) -> Result<(), CniError> {
-    let mut errors = Vec::new();
-    if let Err(e) = teardown_iptables(att)
-        && Backend::Iptables.usable()
-    {
-        errors.push(e);
-    }
-    if let Err(e) = teardown_nftables(att)
-        && Backend::Nftables.usable()
-    {
-        errors.push(e);
-    }
-    joined(errors)
+    both_backends([
+        (teardown_iptables(att), || Backend::Iptables.usable()),
+        (teardown_nftables(att), || Backend::Nftables.usable()),
+    ])
 }
 
 /// Removes the masquerade rules of every attachment of `network` that is
 /// not in `valid` (container ID, ifname), from both backends.
 pub fn gc(network: &str, valid: &[(String, String)]) -> Result<(), CniError> {
-    let mut errors = Vec::new();
-    if let Err(e) = gc_iptables(network, valid)
-        && Backend::Iptables.usable()
-    {
-        errors.push(e);
-    }
-    if let Err(e) = gc_nftables(network, valid)
-        && Backend::Nftables.usable()
-    {
-        errors.push(e);
-    }
-    joined(errors)
+    both_backends([
+        (gc_iptables(network, valid), || Backend::Iptables.usable()),
+        (gc_nftables(network, valid), || Backend::Nftables.usable()),
+    ])
 }
 
-fn joined(errors: Vec<CniError>) -> Result<(), CniError> {
-    if errors.is_empty() {
-        return Ok(());
+/// A backend's outcome, and whether that backend is installed.
+type BackendOutcome = (Result<(), CniError>, fn() -> bool);
+
+/// The backends' outcomes, a failure counted only where its backend is
+/// installed (`usable`, asked only then): the reference's rule, since the
+/// attachment may have been made by either.
+fn both_backends(outcomes: [BackendOutcome; 2]) -> Result<(), CniError> {
+    let mut steps = Teardown::default();
+    for (outcome, usable) in outcomes {
+        if outcome.is_err() && usable() {
+            steps.step(outcome);
+        }
     }
-    let msgs: Vec<String> = errors.into_iter().map(|e| e.msg).collect();
-    Err(CniError::internal(msgs.join("\n")))
+    steps.finish()
 }
 
 fn families(addrs: &[IpNetwork]) -> Vec<Family> {
@@ -387,6 +381,36 @@ fn gc_nftables(network: &str, valid: &[(String, String)]) -> Result<(), CniError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_backends_failures_are_reported_where_installed() {
+        let fail = |m: &str| Err(CniError::internal(m));
+        assert_eq!(
+            both_backends([(Ok(()), || true), (Ok(()), || true)]),
+            Ok(())
+        );
+        let e = both_backends([
+            (fail("iptables: a"), || true),
+            (fail("nftables: b"), || true),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            (e.code, e.msg.as_str(), e.details.as_str()),
+            (999, "iptables: a; nftables: b", "")
+        );
+        // A backend that is not installed fails without counting.
+        assert_eq!(
+            both_backends([(fail("iptables: a"), || false), (Ok(()), || true)]),
+            Ok(())
+        );
+        assert_eq!(
+            both_backends([
+                (fail("iptables: a"), || false),
+                (fail("nftables: b"), || true)
+            ]),
+            Err(CniError::internal("nftables: b"))
+        );
+    }
 
     #[test]
     fn backend_names() {

@@ -16,7 +16,6 @@
 //! - [`ipam`]: ADD's IPAM job, run beside the making of the links, that
 //!   undoes itself unless disarmed (bridge, ptp, the link plugins).
 //! - [`rollback`]: the undo stack of a half-done ADD.
-//! - [`teardown`]: DEL's steps all run; every failure is reported.
 //! - [`netns`]: the container namespace opened under its host-wide lock
 //!   (sbr, vrf).
 //! - [`NetResult::cni`], [`net_error`]: a `cni-net` error as the runtime
@@ -29,7 +28,6 @@ pub mod ipam;
 pub mod link_plugin;
 pub mod netns;
 pub mod rollback;
-pub mod teardown;
 
 use cni_net::NetError;
 use cni_skel::CniError;

@@ -454,7 +454,7 @@ pub fn del_of_kind(args: &CmdArgs, ipam: bool, kind: Option<&str>) -> Result<(),
         Some(path) => del_in(path, &args.ifname, kind),
         None => Ok(()),
     });
-    crate::teardown::Teardown::of([ipam, link]).finish()
+    cni_skel::teardown::Teardown::of([ipam, link]).finish()
 }
 
 fn del_in(path: &std::path::Path, ifname: &str, kind: Option<&str>) -> Result<(), CniError> {

@@ -15,6 +15,7 @@ pub mod gojson;
 pub mod logger;
 pub mod parse_for;
 pub mod state;
+pub mod teardown;
 pub mod types;
 pub mod version;
 

@@ -1,5 +1,5 @@
 //! A DEL runs every step and reports every failure
-//! (`cni_plugin::teardown::Teardown`): with an IPAM plugin that refuses
+//! (`cni_skel::teardown::Teardown`): with an IPAM plugin that refuses
 //! its DEL and a CNI_NETNS that is no namespace (so the container's link
 //! cannot be removed), each plugin that removes a link after its IPAM DEL
 //! answers one error naming both, with the IPAM's code (the first

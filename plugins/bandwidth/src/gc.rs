@@ -3,6 +3,7 @@
 use crate::{config, ifb};
 use cni_net::Netlink;
 use cni_plugin::NetResult;
+use cni_skel::teardown::Teardown;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 /// GC: deletes the ifbs this plugin made for this network (their alias
@@ -17,7 +18,7 @@ pub fn gc(args: &CmdArgs) -> CmdResult {
         .map(|(cid, _)| ifb::name(&conf.network, cid))
         .collect();
     let nl = Netlink::host().cni()?;
-    let mut errors = Vec::new();
+    let mut steps = Teardown::default();
     for dev in nl.ifbs().cni()? {
         if !dev.name.starts_with(ifb::PREFIX) || keep.contains(&dev.name) {
             continue;
@@ -29,15 +30,12 @@ pub fn gc(args: &CmdArgs) -> CmdResult {
         if stale {
             log::debug!("gc: deleting {} ({:?})", dev.name, dev.alias);
             if let Err(e) = nl.del_link_by_name(&dev.name) {
-                errors.push(format!("delete {}: {e}", dev.name));
+                steps.fail(CniError::internal(format!("delete {}: {e}", dev.name)));
             }
         }
     }
-    if errors.is_empty() {
-        Ok(Output::Nothing)
-    } else {
-        Err(CniError::internal(errors.join("; ")))
-    }
+    steps.finish()?;
+    Ok(Output::Nothing)
 }
 
 /// `bwp` and 12 lower-case hex digits.

@@ -6,8 +6,8 @@
 use crate::config;
 use cni_fw::masq::{self, Attachment};
 use cni_net::Netlink;
-use cni_plugin::teardown::Teardown;
 use cni_skel::delegate;
+use cni_skel::teardown::Teardown;
 use cni_skel::{CmdArgs, CmdResult, Output};
 
 /// DEL.

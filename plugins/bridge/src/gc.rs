@@ -2,8 +2,8 @@
 
 use crate::config;
 use cni_net::Netlink;
-use cni_plugin::teardown::Teardown;
 use cni_skel::delegate;
+use cni_skel::teardown::Teardown;
 use cni_skel::{CmdArgs, CmdResult, Command, Output};
 
 /// GC: forwards to IPAM, then removes the masquerade and spoof-check rules

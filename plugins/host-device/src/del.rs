@@ -7,7 +7,7 @@ use crate::identity::{self, Identity};
 use crate::sysfs::Sysfs;
 use cni_net::{NetNs, Netlink};
 use cni_plugin::NetResult;
-use cni_plugin::teardown::Teardown;
+use cni_skel::teardown::Teardown;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, delegate};
 
 /// DEL: IPAM DEL always (also when the netns is gone, so the address is

@@ -3,7 +3,7 @@
 use crate::config;
 use cni_fw::masq::{self, Attachment};
 use cni_net::Netlink;
-use cni_plugin::teardown::Teardown;
+use cni_skel::teardown::Teardown;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, delegate};
 
 /// DEL: IPAM DEL, then the container link ([`delegate::del_ipam_and_link`]:

@@ -2,7 +2,7 @@
 
 use crate::config;
 use cni_fw::masq;
-use cni_plugin::teardown::Teardown;
+use cni_skel::teardown::Teardown;
 use cni_skel::{CmdArgs, CmdResult, Command, Output, delegate};
 
 /// GC: forwarded to IPAM, then the masquerade rules of this network's

@@ -5,7 +5,7 @@ use crate::config::{self, Conf};
 use crate::{FIRST_TABLE, family_of, flush_table, host_net, ips_of};
 use cni_net::{IpFamily, Netlink, Rule};
 use cni_plugin::NetResult;
-use cni_plugin::teardown::Teardown;
+use cni_skel::teardown::Teardown;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 use ipnetwork::IpNetwork;
 

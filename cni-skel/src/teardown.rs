@@ -1,8 +1,11 @@
 //! DEL (and GC) run every step, whatever an earlier one did, and report
 //! every failure (as netavark's error list): [`Teardown`] collects the
-//! steps' outcomes into the one CNI error the runtime sees.
+//! steps' outcomes into the one CNI error the runtime sees. Here, below
+//! both, so that the plugins (bridge, ptp, the link plugins, host-device,
+//! sbr, bandwidth's GC) and `cni-fw`'s masquerade teardown collect their
+//! errors the one way.
 
-use cni_skel::CniError;
+use crate::CniError;
 
 /// The outcomes of a teardown's steps, each of which ran.
 #[derive(Debug, Default)]
