@@ -101,7 +101,8 @@ impl Drop for IpamJob<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::{Path, PathBuf};
+    use rcni_test_support::FakePlugin;
+    use std::path::Path;
 
     fn args(dir: &Path, kind: &str) -> CmdArgs {
         let mut conf = cni_skel::NetConf::default();
@@ -122,25 +123,14 @@ mod tests {
         }
     }
 
-    /// A fake IPAM plugin `kind` in a fresh directory that appends its
-    /// CNI_COMMAND to `log` beside itself and answers ADD with one address.
-    fn fake_ipam(tag: &str, kind: &str) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
-        let dir =
-            std::env::temp_dir().join(format!("cni-plugin-ipam-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = dir.join(kind);
-        std::fs::write(
-            &script,
-            format!(
-                "#!/bin/sh\necho $CNI_COMMAND >> {}/log\n[ $CNI_COMMAND = ADD ] && echo '{{\"cniVersion\":\"1.0.0\",\"ips\":[{{\"address\":\"10.172.0.2/24\"}}]}}'\nexit 0\n",
-                dir.display()
-            ),
+    /// A fake IPAM plugin `kind` that appends its CNI_COMMAND to `log`
+    /// beside itself and answers ADD with one address.
+    fn fake_ipam(tag: &str, kind: &str) -> FakePlugin {
+        FakePlugin::new(
+            &format!("cni-plugin-ipam-{tag}"),
+            kind,
+            "echo $CNI_COMMAND >> \"${0%/*}/log\"\n[ $CNI_COMMAND = ADD ] && echo '{\"cniVersion\":\"1.0.0\",\"ips\":[{\"address\":\"10.172.0.2/24\"}]}'\nexit 0\n",
         )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).unwrap();
-        dir
     }
 
     fn log(dir: &Path) -> String {
@@ -164,46 +154,46 @@ mod tests {
     #[test]
     fn undone_unless_disarmed() {
         // Dropped unfinished: waited for, then undone.
-        let dir = fake_ipam("unfinished", "host-local");
-        let a = args(&dir, "host-local");
+        let fake = fake_ipam("unfinished", "host-local");
+        let dir = fake.dir();
+        let a = args(dir, "host-local");
         drop(IpamJob::early(&a).unwrap());
-        assert_eq!(log(&dir), "ADD\nDEL\n");
+        assert_eq!(log(dir), "ADD\nDEL\n");
         // Finished, then dropped: undone.
-        let dir = fake_ipam("finished", "dhcp");
-        let a = args(&dir, "dhcp");
+        let fake = fake_ipam("finished", "dhcp");
+        let dir = fake.dir();
+        let a = args(dir, "dhcp");
         let mut job = IpamJob::early(&a).unwrap();
-        assert_eq!(log(&dir), "", "deferred");
+        assert_eq!(log(dir), "", "deferred");
         assert_eq!(job.finish().unwrap().ips.len(), 1);
         drop(job);
-        assert_eq!(log(&dir), "ADD\nDEL\n");
+        assert_eq!(log(dir), "ADD\nDEL\n");
         // Finished and disarmed: kept.
-        let dir = fake_ipam("disarmed", "static");
-        let a = args(&dir, "static");
+        let fake = fake_ipam("disarmed", "static");
+        let dir = fake.dir();
+        let a = args(dir, "static");
         let mut job = IpamJob::start(&a).unwrap();
         job.finish().unwrap();
         job.disarm();
-        assert_eq!(log(&dir), "ADD\n");
+        assert_eq!(log(dir), "ADD\n");
         // A deferred job dropped never ran.
-        let dir = fake_ipam("deferred", "dhcp");
-        let a = args(&dir, "dhcp");
+        let fake = fake_ipam("deferred", "dhcp");
+        let dir = fake.dir();
+        let a = args(dir, "dhcp");
         drop(IpamJob::early(&a).unwrap());
-        assert_eq!(log(&dir), "");
+        assert_eq!(log(dir), "");
         // Handed to a rollback: undone when it runs, not when disarmed.
-        let dir = fake_ipam("onto", "static");
-        let a = args(&dir, "static");
+        let fake = fake_ipam("onto", "static");
+        let dir = fake.dir();
+        let a = args(dir, "static");
         let mut rb = Rollback::default();
         IpamJob::start(&a).unwrap().finish_onto(&mut rb).unwrap();
-        assert_eq!(log(&dir), "ADD\n");
+        assert_eq!(log(dir), "ADD\n");
         rb.run();
-        assert_eq!(log(&dir), "ADD\nDEL\n");
+        assert_eq!(log(dir), "ADD\nDEL\n");
         let mut rb = Rollback::default();
         IpamJob::start(&a).unwrap().finish_onto(&mut rb).unwrap();
         rb.disarm();
-        assert_eq!(log(&dir), "ADD\nDEL\nADD\n");
-        for d in ["unfinished", "finished", "disarmed", "deferred", "onto"] {
-            let _ = std::fs::remove_dir_all(
-                std::env::temp_dir().join(format!("cni-plugin-ipam-{}-{d}", std::process::id())),
-            );
-        }
+        assert_eq!(log(dir), "ADD\nDEL\nADD\n");
     }
 }

@@ -244,6 +244,7 @@ fn ipam_type(args: &CmdArgs) -> Result<&str, CniError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rcni_test_support::FakePlugin;
 
     fn args(dirs: &[&str]) -> CmdArgs {
         CmdArgs {
@@ -280,28 +281,21 @@ mod tests {
         assert_eq!(IpamLink::of(&a()), IpamLink::Needed);
     }
 
-    /// A fake IPAM plugin `name` in a fresh directory: a shell script that
-    /// sleeps 0.3 s, then creates `done` beside itself.
-    fn fake_ipam(name: &str) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
-        let dir =
-            std::env::temp_dir().join(format!("cni-skel-delorder-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = dir.join(name);
-        std::fs::write(
-            &script,
-            format!("#!/bin/sh\nsleep 0.3\n: > {}/done\n", dir.display()),
+    /// A fake IPAM plugin `name` that sleeps 0.3 s, then creates `done`
+    /// beside itself.
+    fn fake_ipam(name: &str) -> FakePlugin {
+        FakePlugin::new(
+            "cni-skel-delorder",
+            name,
+            "sleep 0.3\n: > \"${0%/*}/done\"\n",
         )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).unwrap();
-        dir
     }
 
     #[test]
     fn del_finishes_an_ipam_del_that_may_need_the_link_before_removing_it() {
         for kind in ["dhcp", "whereabouts"] {
-            let dir = fake_ipam(kind);
+            let fake = fake_ipam(kind);
+            let dir = fake.dir();
             let a = with_ipam(args(&[dir.to_str().unwrap()]), kind);
             let (ipam, saw_done) = del_ipam_and_link(&a, true, || dir.join("done").exists());
             ipam.unwrap();
@@ -309,7 +303,6 @@ mod tests {
             // Without IPAM only the link step runs.
             let (ipam, ran) = del_ipam_and_link(&a, false, || true);
             assert!(ipam.is_ok() && ran);
-            std::fs::remove_dir_all(&dir).unwrap();
         }
         // An IPAM DEL that fails still lets the link go; both outcomes return.
         for kind in ["dhcp", "host-local"] {
@@ -323,7 +316,8 @@ mod tests {
     #[test]
     fn del_runs_an_ipam_del_that_needs_no_link_beside_the_removal_and_waits_for_it() {
         for kind in ["host-local", "static"] {
-            let dir = fake_ipam(kind);
+            let fake = fake_ipam(kind);
+            let dir = fake.dir();
             let a = with_ipam(args(&[dir.to_str().unwrap()]), kind);
             // The fake sleeps 0.3 s: the link step runs meanwhile, and the
             // IPAM DEL has finished when the call returns.
@@ -334,28 +328,19 @@ mod tests {
                 dir.join("done").exists(),
                 "{kind}: IPAM DEL had not finished"
             );
-            std::fs::remove_dir_all(&dir).unwrap();
         }
         // Its failure comes back as its own error, beside the link's outcome.
-        let dir = std::env::temp_dir().join(format!("cni-skel-delfail-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = dir.join("host-local");
-        std::fs::write(
-            &script,
-            "#!/bin/sh\necho '{\"code\":11,\"msg\":\"df_nope\"}'\nexit 1\n",
-        )
-        .unwrap();
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).unwrap();
-        }
+        let fake = FakePlugin::new(
+            "cni-skel-delfail",
+            "host-local",
+            "echo '{\"code\":11,\"msg\":\"df_nope\"}'\nexit 1\n",
+        );
+        let dir = fake.dir();
         let a = with_ipam(args(&[dir.to_str().unwrap()]), "host-local");
         let (ipam, ran) = del_ipam_and_link(&a, true, || true);
         let e = ipam.unwrap_err();
         assert_eq!((e.code, e.msg.as_str()), (11, "df_nope"));
         assert!(ran);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -13,22 +13,9 @@
 
 #![cfg(test)]
 
-use rcni_tests::tempdir::TempDir;
+use rcni_test_support::FakePlugin;
 use rcni_tests::{Invocation, Netns, bin, error_msg, skip_unless_root};
 use serde_json::json;
-
-/// An IPAM plugin `sp-refuse` in `dir` that answers every command with
-/// error 11.
-fn refusing_ipam(dir: &TempDir) {
-    use std::os::unix::fs::PermissionsExt;
-    let script = dir.join("sp-refuse");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\necho '{\"code\":11,\"msg\":\"sp_ipam_refused\"}'\nexit 1\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).unwrap();
-}
 
 #[test]
 fn sp_del_reports_every_failing_step() {
@@ -36,9 +23,13 @@ fn sp_del_reports_every_failing_step() {
         return;
     }
     let host = Netns::new("sph");
-    let dir = TempDir::new("sp-teardown");
-    refusing_ipam(&dir);
-    let not_netns = dir.join("not-a-netns");
+    // An IPAM plugin that answers every command with error 11.
+    let fake = FakePlugin::new(
+        "sp-teardown",
+        "sp-refuse",
+        "echo '{\"code\":11,\"msg\":\"sp_ipam_refused\"}'\nexit 1\n",
+    );
+    let not_netns = fake.dir().join("not-a-netns");
     std::fs::write(&not_netns, b"sp").unwrap();
     let ipam = json!({"type": "sp-refuse"});
     for conf in [
@@ -50,7 +41,7 @@ fn sp_del_reports_every_failing_step() {
     ] {
         let plugin = conf["type"].as_str().unwrap();
         let out = Invocation::new(bin(plugin), "DEL")
-            .env("CNI_PATH", dir.path().display().to_string())
+            .env("CNI_PATH", fake.dir().display().to_string())
             .attach_at("sp-cid", &not_netns, "net1")
             .in_host(&host)
             .config(&conf)

@@ -1,5 +1,6 @@
 //! What the unit tests of the crates and the integration tests in `tests/`
-//! share: visible skips, and the ledger of kernel features.
+//! share: visible skips, the ledger of kernel features, and fake plugins
+//! to delegate to ([`FakePlugin`]).
 //!
 //! A test that exists to check a kernel feature this machine lacks (a link
 //! kind, VLAN filtering on bridges) cannot pass here by skipping it: it
@@ -120,6 +121,54 @@ fn strip_hash(file: &str) -> &str {
     }
 }
 
+/// A fake plugin for delegation tests (an IPAM plugin a plugin delegates
+/// to): an executable shell script in a fresh directory of its own, which
+/// goes when this is dropped. The script finds its directory as
+/// `"${0%/*}"` (it is run by its full path), to leave files there that
+/// the test reads.
+#[derive(Debug)]
+pub struct FakePlugin {
+    dir: std::path::PathBuf,
+}
+
+impl FakePlugin {
+    /// The plugin `name` whose script is `#!/bin/sh` then `body`; `tag`
+    /// names the directory (with the process id and a counter, so that
+    /// parallel tests never share one).
+    pub fn new(tag: &str, name: &str, body: &str) -> FakePlugin {
+        use std::os::unix::fs::PermissionsExt;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "rcni-fake-{tag}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let script = dir.join(name);
+        let made = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(&script, format!("#!/bin/sh\n{body}")))
+            .and_then(|()| {
+                std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700))
+            });
+        if let Err(e) = made {
+            panic!("fake plugin {}: {e}", script.display());
+        }
+        FakePlugin { dir }
+    }
+
+    /// The plugin's directory (for `CNI_PATH`).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+}
+
+impl Drop for FakePlugin {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +179,20 @@ mod tests {
         assert_eq!(strip_hash("cni_net-89abcdef01234567"), "cni_net");
         assert_eq!(strip_hash("host-local"), "host-local");
         assert_eq!(strip_hash("a-b-c"), "a-b-c");
+    }
+
+    #[test]
+    fn a_fake_plugin_runs_in_its_own_directory_and_goes_when_dropped() {
+        let fake = FakePlugin::new("dd-self", "dd-ipam", ": > \"${0%/*}/ran\"\necho dd_out\n");
+        let dir = fake.dir().to_path_buf();
+        let other = FakePlugin::new("dd-self", "dd-ipam", "");
+        assert_ne!(other.dir(), dir);
+        let out = std::process::Command::new(dir.join("dd-ipam"))
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.stdout, b"dd_out\n");
+        assert!(dir.join("ran").exists());
+        drop(fake);
+        assert!(!dir.exists());
     }
 }
