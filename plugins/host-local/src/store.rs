@@ -55,7 +55,7 @@ pub mod tmpfile;
 use format::read_trimmed;
 pub use format::{LAST_RESERVED_PREFIX, LOCK_FILE, legacy_key, owner_key, reserved_ips};
 pub use index::{CACHE_DIR, cache_file};
-use index::{NamesDigest, Settled, index_line, looks_like_address};
+use index::{Index, NamesDigest, Settled, looks_like_address};
 pub use tmpfile::{TMP_PREFIX, probe_unnamed};
 use tmpfile::{Tmp, overwrite_if_not_shorter};
 
@@ -236,15 +236,10 @@ impl Store {
         self.lock()?;
         let mut s = Session {
             store: self,
-            index_path: PathBuf::new(),
-            index: None,
+            index: Index::default(),
+            full: false,
             files: HashMap::new(),
             names: None,
-            names_digest: NamesDigest::default(),
-            appended: Vec::new(),
-            changed: false,
-            heal: false,
-            index_file: None,
             tmp_seq: 0,
             unnamed_tmp: true,
             claim_tmp: None,
@@ -282,26 +277,16 @@ struct Known {
 /// index up to date if the directory changed, and releases the lock.
 pub struct Session<'a> {
     store: &'a Store,
-    /// The index file, under the store's cache directory.
-    index_path: PathBuf,
-    /// The trusted index text (fast sessions).
-    index: Option<String>,
+    /// The cache of who owns what ([`index`]).
+    index: Index,
+    /// Every reservation file was read (the index was not trusted, or
+    /// for DEL and GC).
+    full: bool,
     /// Fast: files this session read, made or removed (`None` = removed).
     /// Full: every reservation file.
     files: HashMap<IpAddr, Option<Known>>,
     /// Every address with a file, when the directory was listed.
     names: Option<HashSet<IpAddr>>,
-    /// The directory's names, as of the last listing or the trusted index,
-    /// and this session's changes since.
-    names_digest: NamesDigest,
-    /// Index lines to append (fast sessions).
-    appended: Vec<(IpAddr, String)>,
-    /// The directory was changed (and the index stamp zeroed).
-    changed: bool,
-    /// A full session found the index untrusted: rewrite it even if
-    /// nothing changes.
-    heal: bool,
-    index_file: Option<File>,
     tmp_seq: u32,
     /// `O_TMPFILE` has not failed yet in this directory.
     unnamed_tmp: bool,
@@ -322,9 +307,20 @@ impl Session<'_> {
         self.stats
     }
 
-    /// True when the session reads everything rather than trusting the index.
-    fn full(&self) -> bool {
-        self.index.is_none()
+    /// Learns who owns what: from the index when `sync` allows and it is
+    /// trusted, else by reading every file.
+    fn start(&mut self, sync: Sync) -> Result<(), CniError> {
+        self.index = Index::open(self.store, sync, &mut self.stats)?;
+        if self.index.trusted() {
+            return Ok(());
+        }
+        self.scan()
+    }
+
+    /// Called before the first change to the directory (the index stamp
+    /// is zeroed).
+    fn will_change(&mut self) {
+        self.index.will_change(&self.store.cache_dir);
     }
 
     /// Lists the directory and reads every reservation file; a writer
@@ -362,8 +358,9 @@ impl Session<'_> {
             self.files.insert(ip, Some(known));
         }
         self.stats.listed = true;
+        self.full = true;
         self.names = Some(names);
-        self.names_digest = digest;
+        self.index.listed(digest);
         for name in stale {
             self.will_change();
             match fs::remove_file(dir.join(&name)) {
@@ -376,6 +373,17 @@ impl Session<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Lists the names only (a fast session meeting many taken candidates).
+    fn list_names(&mut self) {
+        match reserved_ips(&self.store.dir) {
+            Ok(ips) => {
+                self.stats.listed = true;
+                self.names = Some(ips.into_iter().collect());
+            }
+            Err(e) => log::debug!("cannot list: {}", e.msg),
+        }
     }
 
     /// The content of `ip`'s file, reading it if this session has not.
@@ -399,7 +407,7 @@ impl Session<'_> {
 
     /// The addresses whose file content equals `key`, verified by reading.
     fn matching(&mut self, key: &[u8]) -> Vec<IpAddr> {
-        let mut candidates = self.index_candidates(key);
+        let mut candidates = self.index.candidates(key);
         candidates.extend(
             self.files
                 .iter()
@@ -453,11 +461,8 @@ impl Session<'_> {
             Ok(()) => {
                 // The temp name is spent: each reservation gets its own inode.
                 self.drop_claim_tmp();
-                self.names_digest.add(name.as_bytes());
+                self.index.claimed(ip, &name, &key);
                 self.taken_in_a_row = 0;
-                if !self.full() {
-                    self.appended.push((ip, index_line(Some(&key), &name)));
-                }
                 if let Some(n) = &mut self.names {
                     n.insert(ip);
                 }
@@ -553,21 +558,21 @@ impl Session<'_> {
     /// Removes the file of `ip`; a file already gone is fine.
     fn remove(&mut self, ip: IpAddr) -> Result<(), CniError> {
         self.will_change();
-        let path = self.path(ip.to_string());
-        let path = match self.files.get(&ip) {
-            Some(Some(k)) => self.path(&k.name),
-            _ => path,
+        // The file's name and, when this session read it, its content.
+        let (name, content) = match self.files.get(&ip) {
+            Some(Some(k)) => (k.name.clone(), Some(k.content.clone())),
+            _ => (ip.to_string(), None),
         };
+        let path = self.path(&name);
         match fs::remove_file(&path) {
             Ok(()) => {
-                if let Some(name) = path.file_name() {
-                    self.names_digest.remove(name.as_encoded_bytes());
-                }
+                let content = content.as_ref().map(Option::as_deref);
+                self.index.removed(ip, &name, content);
             }
             Err(err) if err.kind() == ErrorKind::NotFound => {}
             Err(err) => return Err(io_err("failed to release", &path, err)),
         }
-        if self.full() {
+        if self.full {
             self.files.remove(&ip);
         } else {
             self.files.insert(ip, None);
@@ -608,8 +613,7 @@ impl Session<'_> {
     /// are kept when their container ID is valid), including empty and
     /// unreadable files. Needs a full session. Returns the addresses released.
     pub fn gc(&mut self, valid: &[(String, String)]) -> Result<Vec<IpAddr>, CniError> {
-        if !self.full() {
-            self.index = None;
+        if !self.full {
             self.files.clear();
             self.scan()?;
         }
@@ -637,10 +641,8 @@ impl Session<'_> {
 impl Drop for Session<'_> {
     fn drop(&mut self) {
         self.drop_claim_tmp();
-        if (self.changed || self.heal)
-            && let Err(e) = self.save_index()
-        {
-            log::debug!("cannot write {}: {e}", self.index_path.display());
+        if let Err(e) = self.index.save(self.store, &self.files, self.full) {
+            log::debug!("cannot write {}: {e}", self.index.path().display());
         }
         log::debug!(
             "{}: index used: {}, listed: {}, files read: {}, stale temp files removed: {}",

@@ -1,12 +1,12 @@
 //! The fast path: a cache of who owns what, so that an ADD need not read
 //! every reservation file. Correctness never rests on it (below). It is
-//! all here: the file's format, when it is trusted, and the session's
-//! side of it ([`Session::start`], `will_change`, `index_candidates`,
-//! `list_names`, `save_index`). Deleting it leaves the reference's way,
-//! every session reading everything: `start` becomes [`Session::scan`],
-//! `will_change` a flag, no candidates, and the session's index fields
-//! (`index_path`, `index`, `index_file`, `appended`, `names_digest`,
-//! `heal`) and [`Store::probe_write`]'s restamp go.
+//! all here: the file's format, when it is trusted, and `Index`, the
+//! session's one field for it, which the session asks for candidates and
+//! tells of its changes. Deleting this module leaves the reference's way,
+//! every session reading everything: the session's `index` field and its
+//! calls (`Index::open` in `Session::start`, which then always scans;
+//! `will_change`, `claimed`, `removed`, `listed`, `candidates` and `save`,
+//! one line each) and [`Store::probe_write`]'s restamp go.
 //!
 //! # How
 //! Knowing who owns what needs the content of every reservation file: the
@@ -16,7 +16,9 @@
 //! whether that stamp settles things and a digest of the directory's
 //! names (below), then one line per
 //! reservation file, `<hash of content> <address>` (`-` for the hash of an
-//! empty or unreadable file). It is the file `<CACHE_DIR>/<dev>-<ino>`
+//! empty or unreadable file), and a removal line, `-` and the removed
+//! file's line, for each file removed since the lines were last written
+//! whole. It is the file `<CACHE_DIR>/<dev>-<ino>`
 //! (see [`cache_file`]), outside the network directory, which holds only
 //! what the Go plugin holds there. When it cannot be read or written (a
 //! read-only `/run`, another user), every session reads everything, as the
@@ -28,7 +30,10 @@
 //! hash, a read of each hit to verify it, then `link` attempts from the
 //! round-robin position (`EEXIST` = taken; after a few taken candidates in
 //! a row the names are listed once, to skip the rest in memory). New lines
-//! are appended and the header restamped at the end. Before its first
+//! are appended and the header restamped at the end. An owner's
+//! candidates are the addresses of its lines, less those its removal
+//! lines cancel (counted, so an address taken and given back many times
+//! by one attachment costs no read). Before its first
 //! change a session zeroes the stamp, so a process killed half-way leaves
 //! an index that the next session will not trust.
 //!
@@ -48,9 +53,20 @@
 //! kernel.
 //!
 //! When the stamp does not match (the Go plugin or anyone else changed the
-//! directory, a crash, no index yet), or the names differ, or for DEL and
-//! GC, the session reads every file, as the reference does, and rewrites
-//! the index.
+//! directory, a crash, no index yet), or the names differ, the session
+//! reads every file, as the reference does, and rewrites the index.
+//!
+//! DEL and GC read every file too, whatever the index says, but where its
+//! header was trusted (the stamp matches, and the names where it does not
+//! settle) they only append a removal line per file they remove and
+//! restamp it, as an ADD appends its line: the whole index is rewritten
+//! only when the lines of removed files have grown it past twice its live
+//! lines' size and 2 KiB (under steady ADD/DEL churn at n reservations,
+//! about once every n/2 + 35 DELs; that DEL costs what every DEL cost
+//! before). The crash rule is the ADD's: the stamp is zeroed before the
+//! first file goes and written after the lines, so a DEL killed at any
+//! point leaves an index the next session will not trust, and rewrites
+//! (`kill9_host_local`, `dd_a_del_killed_while_changing_leaves_an_untrusted_index`).
 //!
 //! Correctness never rests on the index: claims are exclusive (`link`),
 //! every hit is verified by reading the file, DEL and GC read everything,
@@ -68,24 +84,33 @@
 //!
 //! | n | ADD with | ADD without | DEL with | DEL without |
 //! |---|---|---|---|---|
-//! | 0 | 158k / 72 | 138k / 64 | 136k / 57 | 120k / 50 |
-//! | 10 | 166k / 67 | 198k / 104 | 235k / 102 | 179k / 89 |
-//! | 250 | 206k / 67 | 1,706k / 1,068 | 2,402k / 1,066 | 1,688k / 1,053 |
+//! | 0 | 145k / 69 | 136k / 60 | 124k / 51 | 120k / 48 |
+//! | 10 | 150k / 61 | 196k / 100 | 188k / 96 | 177k / 87 |
+//! | 250 | 190k / 61 | 1,706k / 1,064 | 1,684k / 1,060 | 1,671k / 1,051 |
 //!
 //! So it pays on ADD as soon as the directory holds a few reservations
-//! (8x fewer instructions and 16x fewer system calls at 250; ADD's cost
+//! (9x fewer instructions and 17x fewer system calls at 250; ADD's cost
 //! no longer grows with the store), and costs on an empty directory
-//! (+15%, 8 system calls: the cache's directory, file and stamp) and on
-//! DEL, which reads everything anyway and then rewrites the index
-//! (+31% at 10, +42% at 250). The bench's "host-local ADD /22 1000" row
+//! (+6%, 9 system calls: the cache's directory, file and stamp) and a
+//! little on DEL, which reads everything anyway and then appends its
+//! removal line and restamps (+4% at 0, +6% at 10, +0.8% at 250; 3 to 9
+//! system calls: the index's open, header read and two header writes, the
+//! line, the stamp's `stat`, `statfs` and `uname`). Until the removal
+//! lines, DEL rewrote the whole index: 137k / 56, 236k / 101 and
+//! 2,419k / 1,065 (+15%, +34%, +45% on DEL without the cache), and the
+//! header's `format!` padding was 14% of a DEL's instructions (now
+//! formatted by hand; with both, ADD went from 159k, 164k and 209k to
+//! the figures above). The bench's "host-local ADD /22 1000" row
 //! rests on it: 1.26 ms with it, 17.1 ms without (the same build, median
 //! of 41 interleaved runs on the 2-core development VM); its "ADD /24
 //! empty" row pays for it, 0.348 against 0.324 ms (+7%).
 
-use super::{Known, Session, Store, Sync, io_err, reserved_ips};
+use super::{Known, Stats, Store, Sync, io_err};
 use cni_skel::CniError;
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::ErrorKind;
+use std::io::Read;
 use std::net::IpAddr;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -193,8 +218,16 @@ pub(super) fn looks_like_address(name: &[u8]) -> bool {
             .all(|c| c.is_ascii_hexdigit() || *c == b'.' || *c == b':')
 }
 
+/// The length of the index's first line ([`header`]).
+pub(super) const HEADER_LEN: usize = INDEX_MAGIC.len() + 21 + 10 + 21 + 2 + 21 + 17 + 1;
+
+/// [`header`]`(None)`, written before every change.
+pub(super) const UNTRUSTED_HEADER: &str = "rcni-index v3 00000000000000000000 000000000 00000000000000000000 n 00000000000000000000 0000000000000000\n";
+
 /// The fixed-size first line of the index. A zero stamp means "not to be
 /// trusted" (a session is changing the directory, or died doing so).
+/// Formatted by hand: with `format!`'s padding, the two headers a DEL
+/// writes were 14% of its instructions.
 pub(super) fn header(stamp: Option<(Stamp, Settled, NamesDigest)>) -> String {
     let ((s, ns, ino), settled, names) =
         stamp.unwrap_or(((0, 0, 0), Settled::No, NamesDigest::default()));
@@ -202,12 +235,51 @@ pub(super) fn header(stamp: Option<(Stamp, Settled, NamesDigest)>) -> String {
         Settled::Yes => 's',
         Settled::No => 'n',
     };
-    let (count, sum) = (names.count, names.sum);
-    format!("{INDEX_MAGIC} {s:020} {ns:09} {ino:020} {flag} {count:020} {sum:016x}\n")
+    let mut h = String::with_capacity(HEADER_LEN);
+    h.push_str(INDEX_MAGIC);
+    for (value, width) in [
+        (i128::from(s), 20),
+        (i128::from(ns), 9),
+        (i128::from(ino), 20),
+    ] {
+        h.push(' ');
+        push_padded(&mut h, value, width, 10);
+    }
+    h.push(' ');
+    h.push(flag);
+    h.push(' ');
+    push_padded(&mut h, i128::from(names.count), 20, 10);
+    h.push(' ');
+    push_padded(&mut h, i128::from(names.sum), 16, 16);
+    h.push('\n');
+    h
 }
 
+/// What `{v:0width$}` (radix 10) or `{v:0width$x}` (16) prints, for `v`
+/// an `i64` or `u64`.
+fn push_padded(out: &mut String, v: i128, width: usize, radix: u64) {
+    let mut digits = [b'0'; 20];
+    let mut at = digits.len();
+    let mut rest = u64::try_from(v.unsigned_abs()).unwrap_or(u64::MAX);
+    while rest > 0 && at > 0 {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[(rest % radix) as usize];
+        rest /= radix;
+    }
+    let digits = digits.get(at..).unwrap_or_default();
+    let mut pad = width.saturating_sub(digits.len());
+    if v < 0 {
+        out.push('-');
+        pad = pad.saturating_sub(1);
+    }
+    out.push_str(ZEROS.get(..pad).unwrap_or(ZEROS));
+    out.push_str(std::str::from_utf8(digits).unwrap_or_default());
+}
+
+const ZEROS: &str = "00000000000000000000";
+
 pub(super) fn parse_header(text: &str) -> Option<(Stamp, Settled, NamesDigest)> {
-    let line = text.get(..header(None).len())?;
+    let line = text.get(..HEADER_LEN)?;
     let rest = line.strip_prefix(INDEX_MAGIC)?.strip_suffix('\n')?;
     let mut f = rest.split_ascii_whitespace();
     let stamp: Stamp = (
@@ -298,10 +370,15 @@ pub(super) fn release_has_multigrain_timestamps(release: &str) -> bool {
 /// Empty and unreadable files get a line too (a hash no owner can match),
 /// so that the lines name every reservation file.
 pub(super) fn index_line(content: Option<&[u8]>, name: &str) -> String {
+    let mut line = String::with_capacity(NO_OWNER_HASH.len() + name.len() + 2);
     match content.filter(|c| !c.is_empty()) {
-        Some(c) => format!("{:016x} {name}\n", fnv(c)),
-        None => format!("{NO_OWNER_HASH} {name}\n"),
+        Some(c) => push_padded(&mut line, i128::from(fnv(c)), 16, 16),
+        None => line.push_str(NO_OWNER_HASH),
     }
+    line.push(' ');
+    line.push_str(name);
+    line.push('\n');
+    line
 }
 
 /// An index that was trusted before a change that touches no reservation
@@ -370,107 +447,203 @@ impl Store {
     }
 }
 
-/// The session's side of the index: where it is kept and how it is
-/// brought up to date.
-impl Session<'_> {
-    pub(super) fn start(&mut self, sync: Sync) -> Result<(), CniError> {
-        let dir = self.store.dir.clone();
-        let m = fs::metadata(&dir).map_err(|e| io_err("failed to stat", &dir, e))?;
+/// A session's index: what it trusted of the file, and what it will
+/// write there. The session asks it for candidates ([`Index::candidates`])
+/// and tells it of each change ([`Index::will_change`] before the first,
+/// [`Index::claimed`], [`Index::removed`], [`Index::listed`]); it brings
+/// the file up to date when the session ends ([`Index::save`]).
+#[derive(Debug, Default)]
+pub(super) struct Index {
+    /// The index file, under the store's cache directory.
+    path: PathBuf,
+    /// The file, open from the start when it exists (read and write where
+    /// allowed), else once the directory changes.
+    file: Option<File>,
+    /// Fast sessions: the trusted text, whose lines give the candidates.
+    text: Option<String>,
+    /// A full session: what the header said when its stamp matched
+    /// (whether it settled things, the names), to be checked against the
+    /// listing ([`Index::listed`]).
+    header: Option<(Settled, NamesDigest)>,
+    /// The file's lines name every reservation file (and perhaps stale
+    /// ones of released addresses): appending this session's lines and a
+    /// new stamp brings it up to date. Otherwise it is rewritten.
+    lines_hold: bool,
+    /// The directory's names, as of the trusted header or the last
+    /// listing, and this session's changes since.
+    names: NamesDigest,
+    /// Lines of this session's claims, to append.
+    appended: Vec<(IpAddr, String)>,
+    /// The stamp is zeroed: the directory is being changed.
+    changed: bool,
+}
+
+/// Lines of released addresses an index may carry before a full session
+/// rewrites it: its size may grow to twice its live lines' and this much.
+const STALE_SLACK: u64 = 2048;
+
+impl Index {
+    /// Opens `store`'s index and says what it can be trusted with; `None`
+    /// text (not [`Index::trusted`]) when the session must read everything.
+    pub(super) fn open(store: &Store, sync: Sync, stats: &mut Stats) -> Result<Index, CniError> {
+        let dir = &store.dir;
+        let m = fs::metadata(dir).map_err(|e| io_err("failed to stat", dir, e))?;
         let stamp: Stamp = (m.mtime(), m.mtime_nsec(), m.ino());
-        self.index_path = self.store.cache_dir.join(cache_name(m.dev(), m.ino()));
-        let trusted = fs::read(&self.index_path)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .and_then(|text| match parse_header(&text) {
-                Some((s, settled, names)) if s == stamp => Some((text, settled, names)),
-                _ => None,
-            });
+        let mut index = Index {
+            path: store.cache_dir.join(cache_name(m.dev(), m.ino())),
+            ..Index::default()
+        };
+        let file = match OpenOptions::new().read(true).write(true).open(&index.path) {
+            Err(e) if e.kind() != ErrorKind::NotFound => File::open(&index.path),
+            r => r,
+        };
+        let Ok(file) = file else {
+            return Ok(index);
+        };
+        // A fast session reads the lines; a full one only the header.
+        let mut bytes = Vec::new();
+        let read = match sync {
+            Sync::Fast => (&file).read_to_end(&mut bytes).map(|_| ()),
+            Sync::Full => {
+                bytes.resize(HEADER_LEN, 0);
+                file.read_exact_at(&mut bytes, 0)
+            }
+        };
+        let text = read.ok().and_then(|()| String::from_utf8(bytes).ok());
+        let trusted = text
+            .as_deref()
+            .and_then(parse_header)
+            .filter(|(s, ..)| *s == stamp);
+        index.file = Some(file);
         match (sync, trusted) {
-            (Sync::Fast, Some((text, settled, names))) => {
+            (Sync::Fast, Some((_, settled, names))) => {
                 // An unsettled stamp may have missed a change made within its
                 // tick: trusted only if the directory's names are still those
                 // the index was written for (one listing, no file read).
                 if settled == Settled::No {
-                    self.stats.listed = true;
-                    match NamesDigest::of_listing(&dir) {
+                    stats.listed = true;
+                    match NamesDigest::of_listing(dir) {
                         Ok(listed) if listed == names => {}
-                        Ok(_) => {
-                            self.heal = true;
-                            return self.scan();
-                        }
-                        Err(e) => return Err(io_err("failed to list", &dir, e)),
+                        Ok(_) => return Ok(index),
+                        Err(e) => return Err(io_err("failed to list", dir, e)),
                     }
                 }
-                self.index = Some(text);
-                self.names_digest = names;
-                self.stats.index_used = true;
-                Ok(())
+                index.text = text;
+                index.names = names;
+                index.lines_hold = true;
+                stats.index_used = true;
             }
-            (Sync::Full, Some((_, settled, names))) => {
-                self.scan()?;
-                self.heal = settled == Settled::No && self.names_digest != names;
-                Ok(())
-            }
-            (_, None) => {
-                self.heal = true;
-                self.scan()
-            }
+            (Sync::Full, Some((_, settled, names))) => index.header = Some((settled, names)),
+            (_, None) => {}
         }
+        Ok(index)
     }
 
-    /// Lists the names only (a fast session meeting many taken candidates).
-    pub(super) fn list_names(&mut self) {
-        match reserved_ips(&self.store.dir) {
-            Ok(ips) => {
-                self.stats.listed = true;
-                self.names = Some(ips.into_iter().collect());
+    /// True when the session may trust the index's lines for candidates
+    /// rather than reading every file.
+    pub(super) fn trusted(&self) -> bool {
+        self.text.is_some()
+    }
+
+    /// The session listed the directory and read every file (`digest`: its
+    /// names): a full session's lines hold if its header said what the
+    /// directory holds.
+    pub(super) fn listed(&mut self, digest: NamesDigest) {
+        if let Some((settled, names)) = self.header.take() {
+            self.lines_hold = settled == Settled::Yes || names == digest;
+        }
+        self.text = None;
+        self.names = digest;
+    }
+
+    /// The session made the reservation file `name` of `ip` for `key`.
+    pub(super) fn claimed(&mut self, ip: IpAddr, name: &str, key: &[u8]) {
+        self.names.add(name.as_bytes());
+        self.appended.push((ip, index_line(Some(key), name)));
+    }
+
+    /// The session removed the reservation file `name` of `ip`, whose
+    /// content it knew (`Some`) or not. A line this session would have
+    /// appended for it goes; otherwise a removal line (`-` and the file's
+    /// line) will cancel the file's line. Unknown content leaves the line a
+    /// stale candidate (each is verified by reading its file).
+    pub(super) fn removed(&mut self, ip: IpAddr, name: &str, content: Option<Option<&[u8]>>) {
+        self.names.remove(name.as_bytes());
+        let mine = self
+            .appended
+            .iter()
+            .position(|(a, line)| *a == ip && !line.starts_with('-'));
+        match (mine, content) {
+            (Some(at), _) => {
+                self.appended.remove(at);
             }
-            Err(e) => log::debug!("cannot list: {}", e.msg),
+            (None, Some(content)) => {
+                let line = format!("-{}", index_line(content, name));
+                self.appended.push((ip, line));
+            }
+            (None, None) => {}
         }
     }
 
     /// Called before the first change to the directory: zero the index
     /// stamp, so that a crash from here on makes the next session read
     /// everything.
-    pub(super) fn will_change(&mut self) {
+    pub(super) fn will_change(&mut self, cache_dir: &Path) {
         if self.changed {
             return;
         }
         self.changed = true;
-        match self.open_index() {
-            Ok(f) => {
-                if let Err(e) = f.write_all_at(header(None).as_bytes(), 0) {
-                    log::debug!("cannot write {}: {e}", self.index_path.display());
-                }
-                self.index_file = Some(f);
+        if self.file.is_none() {
+            match self.create(cache_dir) {
+                Ok(f) => self.file = Some(f),
+                // The slow path for every session from here on: no error.
+                Err(e) => log::debug!("cannot open {}: {e}", self.path.display()),
             }
-            // The slow path for every session from here on: no error.
-            Err(e) => log::debug!("cannot open {}: {e}", self.index_path.display()),
+        }
+        if let Some(f) = &self.file
+            && let Err(e) = f.write_all_at(UNTRUSTED_HEADER.as_bytes(), 0)
+        {
+            log::debug!("cannot write {}: {e}", self.path.display());
         }
     }
 
     /// The addresses the index names for the owner text `key` (by its
-    /// hash): candidates, each to be verified by reading its file.
-    pub(super) fn index_candidates(&self, key: &[u8]) -> Vec<IpAddr> {
-        let mut candidates: Vec<IpAddr> = Vec::new();
-        if let Some(text) = &self.index {
-            let needle = format!("\n{:016x} ", fnv(key));
-            for (at, _) in text.match_indices(&needle) {
-                let rest = text.get(at + needle.len()..).unwrap_or_default();
-                // A line without its newline is torn: not trusted.
-                if let Some((name, _)) = rest.split_once('\n')
-                    && let Ok(ip) = name.parse::<IpAddr>()
-                {
-                    candidates.push(ip.to_canonical());
+    /// hash), less those its removal lines cancel: candidates, each to be
+    /// verified by reading its file.
+    pub(super) fn candidates(&self, key: &[u8]) -> Vec<IpAddr> {
+        let Some(text) = &self.text else {
+            return Vec::new();
+        };
+        let needle = format!("{:016x} ", fnv(key));
+        // (address, its lines less its removal lines)
+        let mut held: Vec<(IpAddr, i32)> = Vec::new();
+        for (at, _) in text.match_indices(needle.as_str()) {
+            // A line starts after a newline; a removal line after a `-`.
+            let count = match text.as_bytes().get(at.wrapping_sub(1)) {
+                Some(b'\n') => 1,
+                Some(b'-') if text.as_bytes().get(at.wrapping_sub(2)) == Some(&b'\n') => -1,
+                _ => continue,
+            };
+            let rest = text.get(at + needle.len()..).unwrap_or_default();
+            // A line without its newline is torn: not trusted.
+            if let Some((name, _)) = rest.split_once('\n')
+                && let Ok(ip) = name.parse::<IpAddr>()
+            {
+                let ip = ip.to_canonical();
+                match held.iter_mut().find(|(a, _)| *a == ip) {
+                    Some((_, n)) => *n += count,
+                    None => held.push((ip, count)),
                 }
             }
         }
-        candidates
+        held.into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(ip, _)| ip)
+            .collect()
     }
 
-    /// Opens (creates) the index file, and the cache directory (0700) if
-    /// missing.
-    pub(super) fn open_index(&self) -> std::io::Result<File> {
+    /// Creates the index file, and the cache directory (0700) if missing.
+    fn create(&self, cache_dir: &Path) -> std::io::Result<File> {
         let open = || {
             OpenOptions::new()
                 .read(true)
@@ -478,48 +651,71 @@ impl Session<'_> {
                 .create(true)
                 .truncate(false)
                 .mode(0o600)
-                .open(&self.index_path)
+                .open(&self.path)
         };
         match open() {
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 fs::DirBuilder::new()
                     .recursive(true)
                     .mode(0o700)
-                    .create(&self.store.cache_dir)?;
+                    .create(cache_dir)?;
                 open()
             }
             r => r,
         }
     }
 
-    /// Brings the index up to date: a full session rewrites it, a fast one
-    /// appends its new lines; then the stamp is set to the directory's
-    /// mtime after every change. A full session that leaves no reservation
-    /// (the last DEL) removes it instead: nothing of the network stays
-    /// behind (the next ADD lists the near-empty directory and writes a
-    /// new one).
-    pub(super) fn save_index(&mut self) -> std::io::Result<()> {
-        if self.full() && !self.files.values().any(Option::is_some) {
-            self.index_file = None;
-            return match fs::remove_file(&self.index_path) {
+    /// Brings the index up to date when the session ends; `files` are the
+    /// session's known files (every reservation file when `full`).
+    ///
+    /// Where the lines hold, this session's new lines are appended (a DEL
+    /// appends nothing) and the stamp is set to the directory's mtime
+    /// after every change. A full session rewrites the lines when they did
+    /// not hold, or when released addresses' stale lines have made the file
+    /// more than twice its live lines' size (and [`STALE_SLACK`]); one
+    /// that leaves no reservation (the last DEL) removes the index instead:
+    /// nothing of the network stays behind (the next ADD lists the
+    /// near-empty directory and writes a new one).
+    pub(super) fn save(
+        &mut self,
+        store: &Store,
+        files: &HashMap<IpAddr, Option<Known>>,
+        full: bool,
+    ) -> std::io::Result<()> {
+        if !self.changed && self.lines_hold {
+            return Ok(());
+        }
+        if full && !files.values().any(Option::is_some) {
+            self.file = None;
+            return match fs::remove_file(&self.path) {
                 Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
                 _ => Ok(()),
             };
         }
-        if self.index_file.is_none() {
-            self.will_change();
-        }
-        let Some(f) = self.index_file.take() else {
+        self.will_change(&store.cache_dir);
+        let Some(f) = self.file.take() else {
             return Ok(());
         };
-        if self.full() {
-            let mut lines: Vec<(&IpAddr, &Known)> = self
-                .files
+        // The file's length: a fast session read it whole.
+        let size = |text: &Option<String>| match text {
+            Some(t) => Ok(t.len() as u64),
+            None => f.metadata().map(|m| m.len()),
+        };
+        let mut len = None;
+        let rewrite = full
+            && (!self.lines_hold || {
+                let lines: u64 = files.values().flatten().map(|k| line_len(&k.name)).sum();
+                let l = size(&self.text)?;
+                len = Some(l);
+                l > HEADER_LEN as u64 + 2 * lines + STALE_SLACK
+            });
+        if rewrite {
+            let mut lines: Vec<(&IpAddr, &Known)> = files
                 .iter()
                 .filter_map(|(ip, k)| k.as_ref().map(|k| (ip, k)))
                 .collect();
             lines.sort_by_key(|(ip, _)| **ip);
-            let mut text = header(None);
+            let mut text = UNTRUSTED_HEADER.to_string();
             for (_, k) in lines {
                 text.push_str(&index_line(k.content.as_deref(), &k.name));
             }
@@ -527,30 +723,43 @@ impl Session<'_> {
             // ext4 flush the file on close (auto_da_alloc).
             f.write_all_at(text.as_bytes(), 0)?;
             f.set_len(text.len() as u64)?;
-        } else {
-            // Lines of addresses released again in this session (a failed
-            // ADD) are left out.
+        } else if self.lines_hold {
             let lines: String = self
                 .appended
                 .iter()
-                .filter(|(ip, _)| matches!(self.files.get(ip), Some(Some(_))))
                 .map(|(_, line)| line.as_str())
                 .collect();
             if !lines.is_empty() {
-                let mut at = f.metadata()?.len();
-                // Never glue a line to a torn one.
-                if self.index.as_deref().is_some_and(|t| !t.ends_with('\n')) {
+                let mut at = match len {
+                    Some(l) => l,
+                    None => size(&self.text)?,
+                };
+                // Never glue a line to a torn one. (Only a fast session
+                // knows the text; a trusted stamp was written after the
+                // last append was whole, so a full session's file ends
+                // with a newline.)
+                if self.text.as_deref().is_some_and(|t| !t.ends_with('\n')) {
                     f.write_all_at(b"\n", at)?;
                     at += 1;
                 }
                 f.write_all_at(lines.as_bytes(), at)?;
             }
+        } else {
+            // A fast session's lines always hold (else it read everything).
+            return Ok(());
         }
-        let stamp = dir_stamp(&self.store.dir)?;
-        let settled = self.store.settles(stamp);
-        f.write_all_at(
-            header(Some((stamp, settled, self.names_digest))).as_bytes(),
-            0,
-        )
+        let stamp = dir_stamp(&store.dir)?;
+        let settled = store.settles(stamp);
+        f.write_all_at(header(Some((stamp, settled, self.names))).as_bytes(), 0)
     }
+
+    /// The index file (for the session's log).
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The length of a reservation file's index line.
+fn line_len(name: &str) -> u64 {
+    (NO_OWNER_HASH.len() + 1 + name.len() + 1) as u64
 }

@@ -1,5 +1,5 @@
 use super::index::{
-    cache_name, dir_stamp, header, kernel_has_multigrain_timestamps,
+    cache_name, dir_stamp, header, index_line, kernel_has_multigrain_timestamps,
     release_has_multigrain_timestamps, stamp_settles,
 };
 use super::*;
@@ -852,4 +852,190 @@ fn hs_symlinked_files_are_not_read_through() {
     assert!(fs::symlink_metadata(t.net().join("10.0.0.9")).is_err());
     assert_eq!(fs::read_to_string(&outside).unwrap(), "victim\r\neth0");
     assert_eq!(fs::read_to_string(&hint).unwrap(), "10.0.0.50");
+}
+
+/// The index's lines, without its header.
+fn index_lines(t: &TempDir) -> String {
+    let text = fs::read_to_string(t.index()).unwrap();
+    text[header(None).len()..].to_string()
+}
+
+#[test]
+fn dd_del_appends_a_removal_line_and_restamps_the_index() {
+    let t = TempDir::new("dd-del");
+    let s = t.store();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        for i in 2..12 {
+            ss.claim(&format!("c{i}"), "eth0", ip(&format!("10.0.0.{i}")))
+                .unwrap();
+        }
+    }
+    let lines = index_lines(&t);
+    {
+        // DEL: every file read, one removed, no line written.
+        let mut ss = s.session(Sync::Full).unwrap();
+        assert_eq!(ss.stats().files_read, 10);
+        assert_eq!(ss.release("c5", "eth0").unwrap(), [ip("10.0.0.5")]);
+    }
+    // One removal line appended, nothing rewritten.
+    let removal = format!(
+        "-{}",
+        index_line(Some(&owner_key("c5", "eth0")), "10.0.0.5")
+    );
+    assert_eq!(index_lines(&t), format!("{lines}{removal}"));
+    // The restamped index is trusted; the removal line cancels the
+    // released address's line: no candidate, no file read.
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(ss.stats().index_used && !ss.stats().listed);
+    assert!(ss.owned_by("c5", "eth0").is_empty());
+    assert_eq!(ss.stats().files_read, 0);
+    assert_eq!(ss.owned_by("c6", "eth0"), [ip("10.0.0.6")]);
+    // The address is free again, and its new owner's line is appended.
+    assert!(ss.claim("n", "eth0", ip("10.0.0.5")).unwrap());
+    drop(ss);
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(ss.stats().index_used);
+    assert_eq!(ss.owned_by("n", "eth0"), [ip("10.0.0.5")]);
+    assert!(ss.owned_by("c5", "eth0").is_empty());
+}
+
+#[test]
+fn dd_stale_lines_are_compacted_by_a_full_session() {
+    let t = TempDir::new("dd-compact");
+    let s = t.store();
+    s.session(Sync::Fast)
+        .unwrap()
+        .claim("keep", "eth0", ip("10.0.0.2"))
+        .unwrap();
+    // ADD and DEL in turn: each appends a line.
+    let mut most = 0;
+    for i in 0..200 {
+        let owner = format!("c{i}");
+        assert!(
+            s.session(Sync::Fast)
+                .unwrap()
+                .claim(&owner, "eth0", ip("10.0.0.3"))
+                .unwrap()
+        );
+        let mut ss = s.session(Sync::Full).unwrap();
+        assert_eq!(ss.release(&owner, "eth0").unwrap(), [ip("10.0.0.3")]);
+        drop(ss);
+        let len = fs::metadata(t.index()).unwrap().len();
+        most = most.max(len);
+    }
+    // Bounded: at most twice the live lines and the slack, plus the last
+    // ADD's line; and compacted down to the one live line at times.
+    let live = index_line(Some(&owner_key("keep", "eth0")), "10.0.0.2").len() as u64;
+    let head = header(None).len() as u64;
+    assert!(most <= head + 2 * live + 2048 + 64, "{most}");
+    assert!(
+        most > head + 2 * live,
+        "removed files' lines were kept: {most}"
+    );
+    // Whatever the state, the index agrees with the files.
+    let mut ss = s.session(Sync::Fast).unwrap();
+    assert!(ss.stats().index_used);
+    assert_eq!(ss.owned_by("keep", "eth0"), [ip("10.0.0.2")]);
+    assert!(ss.owned_by("c199", "eth0").is_empty());
+}
+
+#[test]
+fn dd_a_del_killed_while_changing_leaves_an_untrusted_index() {
+    let t = TempDir::new("dd-killed-del");
+    let s = t.store();
+    {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        ss.claim("a", "eth0", ip("10.0.0.2")).unwrap();
+        ss.claim("b", "eth0", ip("10.0.0.3")).unwrap();
+    }
+    let mut ss = s.session(Sync::Full).unwrap();
+    ss.release("a", "eth0").unwrap();
+    // as if killed here: the stamp was zeroed before the file went
+    assert!(
+        fs::read_to_string(t.index())
+            .unwrap()
+            .starts_with(&header(None))
+    );
+    std::mem::forget(ss);
+    s.unlock(); // what the kernel does for a dead process
+    let s2 = t.store();
+    let mut ss = s2.session(Sync::Fast).unwrap();
+    assert!(!ss.stats().index_used);
+    assert!(ss.owned_by("a", "eth0").is_empty());
+    assert_eq!(ss.owned_by("b", "eth0"), [ip("10.0.0.3")]);
+    drop(ss);
+    // ... and that session rewrote it, without the released address
+    assert!(!index_lines(&t).contains(" 10.0.0.2\n"));
+    assert!(s2.session(Sync::Fast).unwrap().stats().index_used);
+}
+
+#[test]
+fn dd_headers_and_lines_are_printed_as_format_prints_them() {
+    use super::index::HEADER_LEN;
+    let digest = |names: &[&str]| {
+        let mut d = NamesDigest::default();
+        for n in names {
+            d.add(n.as_bytes());
+        }
+        d
+    };
+    let d = digest(&["10.0.0.2", "fd00::5"]);
+    for (stamp, settled) in [
+        ((0, 0, 0), Settled::No),
+        ((1_764_300_000, 123_456_789, 4_242), Settled::Yes),
+        ((-5, 999_999_999, u64::MAX), Settled::No),
+        ((i64::MAX, i64::MIN, 1), Settled::Yes),
+    ] {
+        let h = header(Some((stamp, settled, d)));
+        let (s, ns, ino) = stamp;
+        let flag = if settled == Settled::Yes { 's' } else { 'n' };
+        let count = 2u64;
+        let mut sum = 0u64;
+        for n in ["10.0.0.2", "fd00::5"] {
+            sum = sum.wrapping_add(super::index::fnv(n.as_bytes()));
+        }
+        assert_eq!(
+            h,
+            format!("rcni-index v3 {s:020} {ns:09} {ino:020} {flag} {count:020} {sum:016x}\n")
+        );
+        if s >= 0 && ns >= 0 {
+            assert_eq!(h.len(), HEADER_LEN);
+        }
+    }
+    assert_eq!(header(None).len(), HEADER_LEN);
+    assert_eq!(header(None), super::index::UNTRUSTED_HEADER);
+    assert_eq!(
+        index_line(Some(b"a\r\neth0"), "10.0.0.2"),
+        format!("{:016x} 10.0.0.2\n", super::index::fnv(b"a\r\neth0"))
+    );
+    assert_eq!(
+        index_line(Some(b"x"), "::1"),
+        format!("{:016x} ::1\n", super::index::fnv(b"x"))
+    );
+    assert_eq!(index_line(None, "10.0.0.3"), "---------------- 10.0.0.3\n");
+}
+
+#[test]
+fn dd_an_attachment_added_and_deleted_again_and_again_has_no_stale_candidate() {
+    let t = TempDir::new("dd-again");
+    let s = t.store();
+    s.session(Sync::Fast)
+        .unwrap()
+        .claim("other", "eth0", ip("10.0.0.2"))
+        .unwrap();
+    for i in 3..20 {
+        let mut ss = s.session(Sync::Fast).unwrap();
+        // each ADD finds the earlier ones cancelled: nothing to read
+        assert!(ss.stats().index_used);
+        assert!(ss.owned_by("again", "eth0").is_empty());
+        assert_eq!(ss.stats().files_read, 0, "ADD {i}");
+        assert!(
+            ss.claim("again", "eth0", ip(&format!("10.0.0.{i}")))
+                .unwrap()
+        );
+        drop(ss);
+        let mut ss = s.session(Sync::Full).unwrap();
+        assert_eq!(ss.release("again", "eth0").unwrap().len(), 1);
+    }
 }
