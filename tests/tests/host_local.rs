@@ -1546,3 +1546,62 @@ fn hs_symlinks_in_the_network_directory_are_not_followed() {
     );
     del(&conf, "hs-c1", "eth0").ok();
 }
+
+/// DEL appends a removal line to the index and restamps it rather than
+/// rewriting it: a DEL killed at any moment must never leave an index that
+/// the next ADD trusts and that says a holder holds nothing (the ADD would
+/// then give that holder a second address). After each kill every holder's
+/// ADD is refused while its file exists, and gives it one address when the
+/// killed DEL had removed it.
+#[test]
+fn dd_dels_killed_at_random_moments_never_make_the_index_lie() {
+    let d = DataDir::new("dd-hldelkill");
+    let conf = d.conf("1.0.0", json!({"subnet": "10.179.8.0/24"}));
+    let holders: Vec<String> = (0..12).map(|i| format!("dd{i}")).collect();
+    for h in &holders {
+        add(&conf, h, "eth0").ok();
+    }
+    let mut rng = Rng::from_time("dd_dels_killed_at_random_moments_never_make_the_index_lie");
+    let (mut killed, mut readded) = (0, 0);
+    for round in 0..60 {
+        let victim = &holders[rng.below(holders.len() as u64) as usize];
+        let mut child = invocation(&ours(), "DEL", &conf, victim, "eth0").spawn();
+        std::thread::sleep(std::time::Duration::from_micros(rng.below(2000)));
+        let _ = child.kill(); // SIGKILL
+        let status = child.wait().unwrap();
+        killed += usize::from(!status.success());
+        let res = d.reservations();
+        for h in &holders {
+            let held = res.values().filter(|c| **c == owner(h, "eth0")).count();
+            assert!(
+                held <= 1,
+                "round {round}: {h} holds {held} addresses: {res:?}"
+            );
+            let out = add(&conf, h, "eth0");
+            if held == 1 {
+                let e = out.err();
+                assert!(
+                    e["msg"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("duplicate allocation is not allowed"),
+                    "round {round}: {h} holds an address, yet ADD gave: {e}"
+                );
+            } else {
+                assert_eq!(result_ips(&out.ok()).len(), 1, "round {round}: {h}");
+                readded += 1;
+            }
+        }
+        let res = d.reservations();
+        for h in &holders {
+            let held = res.values().filter(|c| **c == owner(h, "eth0")).count();
+            assert_eq!(held, 1, "round {round}: {h}: {res:?}");
+        }
+    }
+    assert_eq!(not_go_files(&d.net_dir()), Vec::<String>::new());
+    eprintln!("60 DELs: {killed} killed before they finished, {readded} holders added again");
+    for h in &holders {
+        del(&conf, h, "eth0").ok();
+    }
+    assert!(d.reservations().is_empty());
+}
