@@ -3,6 +3,9 @@
 //! in the reference. These are runtime (not permanent) changes, so
 //! `firewall-cmd --reload` drops them, as it does the reference's.
 
+use crate::backend::{FirewallBackend, Request};
+use crate::ipt::{self, Attachment};
+use crate::sources::{Record, Records, ZoneSource};
 use cni_fw::dbus::{self, Connection, Value};
 use cni_skel::CniError;
 use std::net::IpAddr;
@@ -98,7 +101,7 @@ impl Firewalld {
     /// Puts every address into `zone`. An address already there is fine;
     /// on another failure the addresses this call added are taken out
     /// again.
-    pub fn add(&mut self, zone: &str, ips: &[IpAddr]) -> Result<(), CniError> {
+    pub fn add_sources(&mut self, zone: &str, ips: &[IpAddr]) -> Result<(), CniError> {
         let mut added = Vec::new();
         for ip in ips {
             let src = source(*ip);
@@ -120,7 +123,7 @@ impl Firewalld {
 
     /// Takes the addresses out of `zone`; errors (not there, say) are
     /// ignored, as in the reference.
-    pub fn del(&mut self, zone: &str, ips: &[IpAddr]) {
+    pub fn del_sources(&mut self, zone: &str, ips: &[IpAddr]) {
         for ip in ips {
             self.remove_source(zone, &source(*ip));
         }
@@ -133,7 +136,7 @@ impl Firewalld {
 
     /// Every address is a source of `zone` (the reference ignores
     /// `querySource`'s answer; here `false` fails).
-    pub fn check(&mut self, zone: &str, ips: &[IpAddr]) -> Result<(), CniError> {
+    pub fn check_sources(&mut self, zone: &str, ips: &[IpAddr]) -> Result<(), CniError> {
         for ip in ips {
             let src = source(*ip);
             match self.zone_call("querySource", zone, &src) {
@@ -152,4 +155,166 @@ impl Firewalld {
         }
         Ok(())
     }
+}
+
+/// The record of `att` after an ADD of `ips` to `zone`: what `before` held
+/// plus the new sources.
+fn record_with(before: Option<Record>, att: &Attachment<'_>, zone: &str, ips: &[IpAddr]) -> Record {
+    let mut rec = before.unwrap_or_default();
+    rec.network = att.network.to_string();
+    rec.container_id = att.container_id.to_string();
+    rec.ifname = att.ifname.to_string();
+    for ip in ips {
+        let s = ZoneSource {
+            zone: zone.to_string(),
+            source: source(*ip),
+        };
+        if !rec.sources.contains(&s) {
+            rec.sources.push(s);
+        }
+    }
+    rec
+}
+
+/// The firewalld backend: the sources, with a record of them per
+/// attachment (`crate::sources`); the isolation rules of `ingressPolicy`
+/// are iptables rules whatever the backend, as in the reference.
+impl FirewallBackend for Firewalld {
+    fn add(&mut self, req: &Request<'_>) -> Result<(), CniError> {
+        let (att, ips, zone) = (&req.att, req.ips, req.conf.zone.as_str());
+        if req.isolation.is_some() {
+            ipt::require_tools(ips)?;
+        }
+        // The record first: a source is never without one.
+        let records = Records::default();
+        let before = records.read(att);
+        records.write(att, &record_with(before.clone(), att, zone, ips))?;
+        let undo_record = || {
+            let _ = match &before {
+                Some(r) => records.write(att, r),
+                None => records.remove(att),
+            };
+        };
+        if let Err(e) = self.add_sources(zone, ips) {
+            undo_record();
+            return Err(e);
+        }
+        if let Some((bridge, policy)) = req.isolation
+            && let Err(e) = ipt::isolate_only(ips, bridge, policy)
+        {
+            self.del_sources(zone, ips);
+            undo_record();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The sources of `prevResult` and the recorded ones (in the zone they
+    /// were recorded with) but those another attachment's record claims,
+    /// the record, then this attachment's iptables rules if there are any
+    /// (added before firewalld was started, or by the iptables backend).
+    fn del(&mut self, req: &Request<'_>) -> Result<(), CniError> {
+        let att = &req.att;
+        let records = Records::default();
+        let mut doomed: Vec<ZoneSource> = req
+            .ips
+            .iter()
+            .map(|ip| ZoneSource {
+                zone: req.conf.zone.clone(),
+                source: source(*ip),
+            })
+            .collect();
+        for s in records.read(att).map(|r| r.sources).unwrap_or_default() {
+            if !doomed.contains(&s) {
+                doomed.push(s);
+            }
+        }
+        // A source another attachment's record claims stays.
+        let others = records.all(None);
+        doomed.retain(|d| {
+            !others
+                .iter()
+                .any(|r| !r.is_of(att) && r.sources.contains(d))
+        });
+        for d in &doomed {
+            self.remove_source(&d.zone, &d.source);
+        }
+        records.remove(att)?;
+        ipt::del(att, req.ips)
+    }
+
+    fn check(&mut self, req: &Request<'_>) -> Result<(), CniError> {
+        self.check_sources(&req.conf.zone, req.ips)?;
+        if let Some((bridge, policy)) = req.isolation {
+            ipt::require_tools(req.ips)?;
+            ipt::check_isolation(req.ips, bridge, policy)?;
+        }
+        Ok(())
+    }
+
+    fn usable(&mut self) -> bool {
+        true
+    }
+}
+
+/// For the iptables backend's DEL: the record of `att` left by a
+/// firewalld that is no longer running goes (its runtime sources went
+/// with it).
+pub fn forget_if_gone(att: &Attachment<'_>) -> Result<(), CniError> {
+    let records = Records::default();
+    if records.read(att).is_some() && matches!(find(), Found::Absent(_)) {
+        records.remove(att)?;
+    }
+    Ok(())
+}
+
+/// GC of the firewalld sources of `network`'s attachments that are not in
+/// `valid`: with a firewalld of this namespace their sources (unless a
+/// kept record claims them) and records go; with none running only the
+/// records (its runtime sources went with it); with a firewalld elsewhere
+/// nothing.
+pub fn gc(network: &str, valid: &[(String, String)]) -> Result<(), CniError> {
+    let records = Records::default();
+    let is_valid = |r: &Record| {
+        valid
+            .iter()
+            .any(|(cid, ifname)| *cid == r.container_id && *ifname == r.ifname)
+    };
+    let stale: Vec<Record> = records
+        .all(Some(network))
+        .into_iter()
+        .filter(|r| r.network == network && !is_valid(r))
+        .collect();
+    if stale.is_empty() {
+        return Ok(());
+    }
+    let mut fw = match find() {
+        Found::Here(fw) => Some(fw),
+        Found::Absent(_) => None,
+        Found::Elsewhere(why) => {
+            log::debug!("firewalld sources not collected: {why}");
+            return Ok(());
+        }
+    };
+    // Every record that stays, of any network.
+    let others: Vec<Record> = records
+        .all(None)
+        .into_iter()
+        .filter(|r| !stale.contains(r))
+        .collect();
+    for rec in &stale {
+        if let Some(fw) = fw.as_mut() {
+            for s in &rec.sources {
+                if !others.iter().any(|o| o.sources.contains(s)) {
+                    fw.remove_source(&s.zone, &s.source);
+                }
+            }
+        }
+        records.remove(&Attachment {
+            network: &rec.network,
+            container_id: &rec.container_id,
+            ifname: &rec.ifname,
+        })?;
+    }
+    Ok(())
 }

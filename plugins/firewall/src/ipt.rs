@@ -861,6 +861,32 @@ pub fn works(family: Family) -> bool {
     iptables::usable(family) && iptables::save(family, TABLE).is_ok()
 }
 
+/// The iptables backend.
+pub struct Iptables;
+
+impl crate::backend::FirewallBackend for Iptables {
+    fn add(&mut self, req: &crate::backend::Request<'_>) -> Result<(), CniError> {
+        require_tools(req.ips)?;
+        add(req.conf, &req.att, req.ips, req.isolation)
+    }
+
+    /// Also forgets the firewalld record of this attachment when firewalld
+    /// is no longer running (its runtime sources went with it).
+    fn del(&mut self, req: &crate::backend::Request<'_>) -> Result<(), CniError> {
+        crate::firewalld::forget_if_gone(&req.att)?;
+        del(&req.att, req.ips)
+    }
+
+    fn check(&mut self, req: &crate::backend::Request<'_>) -> Result<(), CniError> {
+        require_tools(req.ips)?;
+        check(req.conf, req.ips, req.isolation)
+    }
+
+    fn usable(&mut self) -> bool {
+        works(Family::V4) || works(Family::V6)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@
 //! implementations can take over from each other on one node.
 
 pub mod add;
+pub mod backend;
 pub mod check;
 pub mod config;
 pub mod del;
@@ -16,8 +17,10 @@ pub mod ipt;
 pub mod sources;
 pub mod status;
 
+use backend::Request;
 use cni_skel::{CmdArgs, CmdResult, CniError, CniResult, Plugin};
-use config::{BackendChoice, Conf, IngressPolicy};
+use config::{Conf, IngressPolicy};
+use std::net::IpAddr;
 use std::process::ExitCode;
 
 /// The plugin.
@@ -29,38 +32,6 @@ pub struct Firewall;
 /// `RCNI_LOCK_TIMEOUT` (cni-lock).
 fn lock() -> Result<Option<cni_lock::Lock>, CniError> {
     cni_lock::named("firewall")
-}
-
-/// The backend that serves this invocation.
-enum Backend {
-    Iptables,
-    Firewalld(firewalld::Firewalld),
-}
-
-/// The configured backend, or the reference's choice: firewalld when it is
-/// running, else iptables, with one difference: firewalld is chosen only
-/// when it runs in the plugin's own network namespace. The system bus can
-/// be reached from any namespace, but firewalld filters only its own, so a
-/// plugin run in another one (rootless Podman's, a nested host) programs
-/// iptables there instead of giving the host's firewalld the container's
-/// addresses. `backend: firewalld` with a firewalld elsewhere is an error.
-fn resolve(conf: &Conf) -> Result<Backend, CniError> {
-    match conf.backend {
-        BackendChoice::Iptables => Ok(Backend::Iptables),
-        BackendChoice::Auto => match firewalld::find() {
-            firewalld::Found::Here(f) => Ok(Backend::Firewalld(f)),
-            firewalld::Found::Elsewhere(why) | firewalld::Found::Absent(why) => {
-                log::debug!("firewalld not used: {why}");
-                Ok(Backend::Iptables)
-            }
-        },
-        BackendChoice::Firewalld => match firewalld::find() {
-            firewalld::Found::Here(f) => Ok(Backend::Firewalld(f)),
-            firewalld::Found::Elsewhere(why) | firewalld::Found::Absent(why) => Err(
-                CniError::internal(format!("firewalld backend unavailable: {why}")),
-            ),
-        },
-    }
 }
 
 fn parse(args: &CmdArgs) -> Result<Conf, CniError> {
@@ -86,6 +57,21 @@ fn attachment(args: &CmdArgs) -> ipt::Attachment<'_> {
         network: args.conf.name(),
         container_id: &args.container_id,
         ifname: &args.ifname,
+    }
+}
+
+/// The backend's request for this invocation.
+fn request<'a>(
+    args: &'a CmdArgs,
+    conf: &'a Conf,
+    ips: &'a [IpAddr],
+    isolation: &'a Option<(String, IngressPolicy)>,
+) -> Request<'a> {
+    Request {
+        conf,
+        att: attachment(args),
+        ips,
+        isolation: isolation.as_ref().map(|(b, p)| (b.as_str(), *p)),
     }
 }
 
