@@ -32,8 +32,10 @@
 //! `RETURN` targets with a text rendering only: a netlink encoding of them
 //! would be sent by nothing and held by no golden test. That was tried
 //! (one constructor per rule in place of the format strings, the same
-//! text): it cost 1.3 KB of code, a page of the release binary, and wrote
-//! no rule differently.
+//! text, `XtRule` given `-i`/`-o` and a target): it wrote no rule
+//! differently, and ADD with `same-bridge` ran 6.8% more instructions
+//! (each rule's text built from its value, its comment quoted again each
+//! time, where the format strings quote each comment once per call).
 //!
 //! With iptables' nf_tables variant (Debian's default), the common ADD (the
 //! chains and jumps already there) and DEL run no tool: ADD reads the
