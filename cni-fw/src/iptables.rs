@@ -149,7 +149,9 @@ pub fn nft_delete_chain(family: Family, table: &str, chain: &str, entry_chain: &
 }
 
 /// A rule for [`nft_append`].
-pub use crate::iptables_nft::{CT_ESTABLISHED, CT_INVALID, CT_NEW, CT_RELATED, XtMatch, XtRule};
+pub use crate::iptables_nft::{
+    CT_ESTABLISHED, CT_INVALID, CT_NEW, CT_RELATED, StoredForm, XtMatch, XtRule,
+};
 
 /// Appends `rules` to `table` over netlink as iptables-nft encodes them
 /// (what `iptables-restore` with `-A <chain> <rule>` lines would add), every

@@ -177,17 +177,36 @@ impl XtRule {
     /// versions add or not). How DEL finds a rule's kernel handle without
     /// a third description of the rule.
     pub fn is_stored_as(&self, read: &crate::nf_tables::RuleSummary) -> bool {
+        self.stored_form().is_some_and(|form| form.is(read))
+    }
+
+    /// This rule as a dump reads it back, made once for comparing with
+    /// many rules read ([`StoredForm::is`]): making it (encoding and
+    /// decoding the rule) costs far more than a comparison.
+    pub fn stored_form(&self) -> Option<StoredForm> {
         use crate::nfm::NfBody;
-        let Ok(msg) = new_rule("", self) else {
-            return false;
-        };
+        let msg = new_rule("", self).ok()?;
         let mut body = vec![0u8; msg.body.body_len()];
         msg.body.emit_body(&mut body);
-        let (_, want) = crate::nf_tables::read_rule(&body);
-        let uncounted = |exprs: &[String]| -> Vec<String> {
-            exprs.iter().filter(|e| *e != "counter").cloned().collect()
-        };
-        uncounted(&want.exprs) == uncounted(&read.exprs)
+        let (_, mut want) = crate::nf_tables::read_rule(&body);
+        want.exprs.retain(|e| e != "counter");
+        Some(StoredForm(want))
+    }
+}
+
+/// An [`XtRule`] as iptables-nft stores it, counters left out
+/// ([`XtRule::stored_form`]).
+#[derive(Debug, Clone)]
+pub struct StoredForm(crate::nf_tables::RuleSummary);
+
+impl StoredForm {
+    /// Whether `read` is this rule, but for a `counter` (which iptables-nft
+    /// versions add or not).
+    pub fn is(&self, read: &crate::nf_tables::RuleSummary) -> bool {
+        let want = &self.0;
+        want.exprs
+            .iter()
+            .eq(read.exprs.iter().filter(|e| *e != "counter"))
             && want.payloads == read.payloads
             && want.values == read.values
             && want.xt_matches == read.xt_matches

@@ -743,16 +743,38 @@ fn ip_of(octets: &[u8]) -> Option<IpAddr> {
     }
 }
 
-/// The address of `rule` when it is exactly one of [`address_rules`] as
-/// iptables-nft stores it (what `iptables -D` with its text would delete).
-fn address_rule_ip(rule: &iptables::RuleSummary) -> Option<IpAddr> {
+/// The [`address_rules`] of `ips` as iptables-nft stores them, each made
+/// once (a stored form costs an encoding and a decoding; a DEL compares
+/// it with every rule that names the address).
+fn stored_address_rules(ips: &[IpAddr]) -> Vec<(IpAddr, Vec<iptables::StoredForm>)> {
+    ips.iter()
+        .map(|&ip| {
+            let forms = address_rules(ip)
+                .iter()
+                .filter_map(XtRule::stored_form)
+                .collect();
+            (ip, forms)
+        })
+        .collect()
+}
+
+/// The address of `rule` when it is exactly one of the address rules of
+/// `stored` ([`stored_address_rules`]), as iptables-nft stores it (what
+/// `iptables -D` with its text would delete).
+fn address_rule_ip(
+    rule: &iptables::RuleSummary,
+    stored: &[(IpAddr, Vec<iptables::StoredForm>)],
+) -> Option<IpAddr> {
     let [value] = rule.values.as_slice() else {
         return None;
     };
     let ip = ip_of(value)?;
-    address_rules(ip)
+    stored
         .iter()
-        .any(|r| r.is_stored_as(rule))
+        .find(|(i, _)| *i == ip)?
+        .1
+        .iter()
+        .any(|form| form.is(rule))
         .then_some(ip)
 }
 
@@ -785,14 +807,17 @@ fn doomed_by_handle(
         IpAddr::V4(a) => a.octets().to_vec(),
         IpAddr::V6(a) => a.octets().to_vec(),
     };
+    // Made when a rule names one of the addresses (none does on a repeated DEL).
+    let mut stored = None;
     for rule in &forward {
         let named = ips.iter().any(|ip| rule.values.contains(&octets(ip)));
         if !named {
             continue;
         }
-        match address_rule_ip(rule) {
-            Some(ip) if ips.contains(&ip) => doomed.push((FORWARD_CHAIN, rule.handle)),
-            _ => return None,
+        let stored = stored.get_or_insert_with(|| stored_address_rules(&ips));
+        match address_rule_ip(rule, stored) {
+            Some(_) => doomed.push((FORWARD_CHAIN, rule.handle)),
+            None => return None,
         }
     }
     Some(doomed)
