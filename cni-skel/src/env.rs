@@ -214,7 +214,11 @@ const MAX_ANCESTRY: usize = 16;
 /// (`None`: cannot tell, and then the parent is taken, so that a process
 /// run through an intermediate, say a shell or another plugin, is never
 /// told its invoker has gone).
-pub fn invoker_of(named: Option<&str>, parent: u32, parent_of: impl Fn(u32) -> Option<u32>) -> u32 {
+pub(crate) fn invoker_of(
+    named: Option<&str>,
+    parent: u32,
+    parent_of: impl Fn(u32) -> Option<u32>,
+) -> u32 {
     let Some(named) = named.and_then(|s| s.parse::<u32>().ok()) else {
         return parent;
     };
@@ -235,7 +239,7 @@ pub fn invoker_of(named: Option<&str>, parent: u32, parent_of: impl Fn(u32) -> O
 
 /// A process's parent, from `/proc/<pid>/stat` (the field after the
 /// command name, which may itself hold spaces and parentheses).
-pub fn parent_in_proc(pid: u32) -> Option<u32> {
+pub(crate) fn parent_in_proc(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
     rest.split_whitespace().nth(1)?.parse().ok()

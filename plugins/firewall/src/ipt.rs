@@ -758,24 +758,21 @@ fn stored_address_rules(ips: &[IpAddr]) -> Vec<(IpAddr, Vec<iptables::StoredForm
         .collect()
 }
 
-/// The address of `rule` when it is exactly one of the address rules of
-/// `stored` ([`stored_address_rules`]), as iptables-nft stores it (what
+/// Whether `rule` is exactly one of the address rules of `stored`
+/// ([`stored_address_rules`]) as iptables-nft stores it (what
 /// `iptables -D` with its text would delete).
-fn address_rule_ip(
+fn is_address_rule(
     rule: &iptables::RuleSummary,
     stored: &[(IpAddr, Vec<iptables::StoredForm>)],
-) -> Option<IpAddr> {
+) -> bool {
     let [value] = rule.values.as_slice() else {
-        return None;
+        return false;
     };
-    let ip = ip_of(value)?;
+    let ip = ip_of(value);
     stored
         .iter()
-        .find(|(i, _)| *i == ip)?
-        .1
-        .iter()
-        .any(|form| form.is(rule))
-        .then_some(ip)
+        .filter(|(i, _)| Some(*i) == ip)
+        .any(|(_, forms)| forms.iter().any(|form| form.is(rule)))
 }
 
 /// DEL over netlink (nf_tables iptables only): reads the records and the
@@ -815,10 +812,10 @@ fn doomed_by_handle(
             continue;
         }
         let stored = stored.get_or_insert_with(|| stored_address_rules(&ips));
-        match address_rule_ip(rule, stored) {
-            Some(_) => doomed.push((FORWARD_CHAIN, rule.handle)),
-            None => return None,
+        if !is_address_rule(rule, stored) {
+            return None;
         }
+        doomed.push((FORWARD_CHAIN, rule.handle));
     }
     Some(doomed)
 }
