@@ -26,31 +26,47 @@ fn restore_cmd(family: Family) -> &'static str {
 
 /// True when the iptables tools for `family` are installed.
 pub fn usable(family: Family) -> bool {
-    exec::on_path(save_cmd(family)) && exec::on_path(restore_cmd(family))
+    tools(family).usable
 }
 
 /// True when the `iptables-restore` for `family` on `PATH` is the nf_tables
 /// variant (`xtables-nft-multi`, possibly behind alternatives symlinks): its
 /// tables and chains are then nf_tables objects of the same names, which can
 /// be inspected over netlink without running a tool.
-///
-/// Looked up once per process and family (a `PATH` walk and a chain of
-/// `readlink`s, some 40 system calls, which DEL used to repeat per rule).
 pub fn is_nft_variant(family: Family) -> bool {
-    static V4: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    static V6: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    tools(family).nft
+}
+
+/// What `PATH` holds of one family's iptables tools.
+#[derive(Clone, Copy)]
+struct Tools {
+    /// `iptables-save` and `iptables-restore` are both there.
+    usable: bool,
+    /// `iptables-restore` is the nf_tables variant.
+    nft: bool,
+}
+
+/// `family`'s tools, looked up once per process (a walk of `PATH` and a
+/// chain of `readlink`s): a firewall DEL asked six times.
+fn tools(family: Family) -> Tools {
+    static V4: std::sync::OnceLock<Tools> = std::sync::OnceLock::new();
+    static V6: std::sync::OnceLock<Tools> = std::sync::OnceLock::new();
     let cell = match family {
         Family::V4 => &V4,
         Family::V6 => &V6,
     };
-    *cell.get_or_init(|| looks_nft(family))
-}
-
-fn looks_nft(family: Family) -> bool {
-    exec::which(restore_cmd(family))
-        .and_then(|p| std::fs::canonicalize(p).ok())
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().contains("nft")))
-        .unwrap_or(false)
+    *cell.get_or_init(|| {
+        let [restore, save] = exec::which_each([restore_cmd(family), save_cmd(family)]);
+        let nft = restore
+            .as_deref()
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().contains("nft")))
+            .unwrap_or(false);
+        Tools {
+            usable: restore.is_some() && save.is_some(),
+            nft,
+        }
+    })
 }
 
 /// True when iptables is the nf_tables variant and the kernel says `chain`
