@@ -166,7 +166,7 @@ pub fn nft_delete_chain(family: Family, table: &str, chain: &str, entry_chain: &
 
 /// A rule for [`nft_append`].
 pub use crate::iptables_nft::{
-    CT_ESTABLISHED, CT_INVALID, CT_NEW, CT_RELATED, StoredForm, XtMatch, XtRule,
+    CT_ESTABLISHED, CT_INVALID, CT_NEW, CT_RELATED, StoredForm, XtMatch, XtProto, XtRule, XtTarget,
 };
 
 /// Appends `rules` to `table` over netlink as iptables-nft encodes them

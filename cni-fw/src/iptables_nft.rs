@@ -5,24 +5,36 @@
 //! DEL) and `iptables -C` read them as their own.
 //!
 //! What 1.8.9 emits, per rule, in this order (seen with `nft
-//! --debug=netlink` and `strace -e write=` on `iptables-restore`):
+//! --debug=netlink` and `strace -e write=` on `iptables-restore`; the
+//! golden captures are this module's and `portmap`'s `ipt_fast_add`
+//! tests):
 //!
 //! | rule text | expressions |
 //! |---|---|
+//! | `-p tcp` (`udp`, `sctp`) | `meta` load of `l4proto` into reg 1, `cmp eq` of the protocol's byte |
 //! | `-s A/32` (`/128`) | `payload` load of the network header's source address into reg 1, `cmp eq` |
-//! | `-d A/32` (`/128`) | the same with the destination address |
-//! | `-m conntrack --ctstate …` | x_tables compat `match` `conntrack` revision 3 with `struct xt_conntrack_mtinfo3` |
+//! | `-s N/P`, `P` a multiple of 8 | the same, loading and comparing only the prefix's `P/8` bytes |
+//! | `-s N/P`, other `P` | the whole address loaded, `bitwise` with the prefix's mask (xor 0), `cmp eq` |
+//! | `-d …` | the same with the destination address |
+//! | `-m tcp --dport N` (`udp`) | `payload` load of the transport header's 2 bytes at offset 2, `cmp eq` |
+//! | `-m sctp --dport N` | x_tables compat `match` `sctp` revision 0 with `struct xt_sctp_info` |
+//! | `-m multiport --dports …` | compat `match` `multiport` revision 1 with `struct xt_multiport_v1` |
+//! | `-m conntrack --ctstate …` | compat `match` `conntrack` revision 3 with `struct xt_conntrack_mtinfo3` |
 //! | `-m comment --comment C` | compat `match` `comment` revision 0 with `struct xt_comment_info` (no rule userdata in 1.8.9) |
 //! | (always) | `counter` with zero bytes and packets |
 //! | `-j ACCEPT` | `immediate` verdict accept into the verdict register |
+//! | `-j CHAIN` | `immediate` verdict jump to `CHAIN` |
+//! | `-j DNAT --to-destination A:P` | compat `target` `DNAT` revision 2 with `struct nf_nat_range2` |
 //!
-//! plus `NFTA_RULE_COMPAT` (protocol 0, flags 0: no `-p`), sent as
-//! `NFT_MSG_NEWRULE` with `NLM_F_CREATE | NLM_F_APPEND` (`-A`: appended,
-//! no position).
+//! plus `NFTA_RULE_COMPAT` (the `-p` protocol number or 0, flags 0), sent
+//! as `NFT_MSG_NEWRULE` with `NLM_F_CREATE | NLM_F_APPEND` (`-A`: appended,
+//! no position). `-N CHAIN` is `NFT_MSG_NEWCHAIN` with the table and name
+//! only, sent with `NLM_F_EXCL`.
 //!
-//! The typed parts are netlink-packet-netfilter's (`Payload`, `Cmp`,
-//! `Immediate`, `RuleAttribute`); the compat `match` and `counter`
-//! expressions and the rule's compat attribute are not typed there and go
+//! The typed parts are netlink-packet-netfilter's (`Meta`, `Payload`,
+//! `Bitwise`, `Cmp`, `Immediate`, `RuleAttribute`, `ChainAttribute`); the
+//! compat `match` and `target` and `counter` expressions and the rule's
+//! compat attribute are not typed there and go
 //! through its `Expressions::Other`/`DefaultNla` (listed in
 //! [`crate::nf_gaps`]).
 
@@ -32,16 +44,19 @@ use crate::nfm::Nfm;
 use cni_net::IpFamily;
 use cni_net::NetError;
 use cni_net::NfSocket;
-use netlink_packet_core::{NLM_F_APPEND, NLM_F_CREATE};
+use ipnetwork::IpNetwork;
+use netlink_packet_core::{NLM_F_APPEND, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_netfilter::nftables::{
-    Cmp, DataAttribute, ExpressionAttribute, Expressions, Immediate, ListAttribute,
-    NfTablesMessageType, Operator, Payload, Register, RuleAttribute, RuleMessage, Verdict,
+    Bitwise, Cmp, DataAttribute, ExpressionAttribute, Expressions, Immediate, ListAttribute, Meta,
+    MetaKey, NfTablesMessageType, Operator, Payload, Register, RuleAttribute, RuleMessage, Verdict,
     VerdictAttribute,
 };
 use std::net::IpAddr;
 
 /// `NFT_PAYLOAD_NETWORK_HEADER`.
 const NETWORK_HEADER: u32 = 1;
+/// `NFT_PAYLOAD_TRANSPORT_HEADER`.
+const TRANSPORT_HEADER: u32 = 2;
 /// `NF_ACCEPT`: the crate's `Verdict` names only the nf_tables codes.
 const NF_ACCEPT: u32 = 1;
 
@@ -62,36 +77,46 @@ pub enum XtMatch {
     CtState(u16),
     /// `-m comment --comment C` (at most 255 bytes, no NUL).
     Comment(String),
+    /// `-m <protocol> --dport N` of the rule's `-p` (tcp and udp: a native
+    /// payload comparison in 1.8.9; sctp: the x_tables match).
+    Dport(u16),
+    /// `-m multiport --dports A,B,…` (1 to 15 ports).
+    Multiport(Vec<u16>),
 }
 
 /// Size of `struct xt_conntrack_mtinfo3` (with its tail padding).
 const CONNTRACK_INFO_LEN: usize = 168;
 /// Size of `struct xt_comment_info` (`char comment[256]`).
 const COMMENT_INFO_LEN: usize = 256;
+/// Size of `struct xt_sctp_info` (with its tail padding).
+const SCTP_INFO_LEN: usize = 296;
+/// Size of `struct xt_multiport_v1` (15 ports).
+const MULTIPORT_INFO_LEN: usize = 48;
+/// Size of `struct nf_nat_range2` (with its tail padding).
+const NAT_RANGE2_LEN: usize = 48;
 
 impl XtMatch {
-    /// The match's x_tables name and revision, as iptables 1.8.9 uses them.
-    fn name_revision(&self) -> (&'static str, u32) {
-        match self {
-            XtMatch::CtState(_) => ("conntrack", 3),
-            XtMatch::Comment(_) => ("comment", 0),
-        }
-    }
-
-    /// The match's `info` blob, as iptables 1.8.9 fills it.
+    /// The match's x_tables name, revision and `info` blob, as iptables
+    /// 1.8.9 fills it (all native-endian; every other byte zero):
     ///
-    /// `--ctstate`: `struct xt_conntrack_mtinfo3` all zero but
-    /// `match_flags` = `XT_CONNTRACK_STATE` (offset 146) and `state_mask`
-    /// (offset 150), both native-endian u16. `--comment`: the text,
-    /// NUL-padded to 256 bytes.
-    pub fn info(&self) -> Result<Vec<u8>, String> {
+    /// - `--ctstate`: `struct xt_conntrack_mtinfo3`'s `match_flags` =
+    ///   `XT_CONNTRACK_STATE` (offset 146) and `state_mask` (150), u16;
+    /// - `--comment`: the text, NUL-padded to 256 bytes;
+    /// - sctp `--dport`: `struct xt_sctp_info`'s `dpts` (offset 0, u16
+    ///   twice), the four `flag_info` chunk types 255 (offsets 268 + 3i)
+    ///   and `flags` = `XT_SCTP_DEST_PORTS` (284, u32);
+    /// - `--dports`: `struct xt_multiport_v1`'s `flags` =
+    ///   `XT_MULTIPORT_DESTINATION`, `count`, then the ports (u16).
+    fn xt(&self) -> Result<(&'static str, u32, Vec<u8>), String> {
+        let put16 = |info: &mut Vec<u8>, at: usize, v: u16| {
+            info[at..at + 2].copy_from_slice(&v.to_ne_bytes())
+        };
         match self {
             XtMatch::CtState(mask) => {
-                const XT_CONNTRACK_STATE: u16 = 1;
                 let mut info = vec![0u8; CONNTRACK_INFO_LEN];
-                info[146..148].copy_from_slice(&XT_CONNTRACK_STATE.to_ne_bytes());
-                info[150..152].copy_from_slice(&mask.to_ne_bytes());
-                Ok(info)
+                put16(&mut info, 146, 1);
+                put16(&mut info, 150, *mask);
+                Ok(("conntrack", 3, info))
             }
             XtMatch::Comment(text) => {
                 if text.len() >= COMMENT_INFO_LEN || text.contains('\0') {
@@ -103,44 +128,105 @@ impl XtMatch {
                 }
                 let mut info = vec![0u8; COMMENT_INFO_LEN];
                 info[..text.len()].copy_from_slice(text.as_bytes());
-                Ok(info)
+                Ok(("comment", 0, info))
+            }
+            XtMatch::Dport(port) => {
+                let mut info = vec![0u8; SCTP_INFO_LEN];
+                put16(&mut info, 0, *port);
+                put16(&mut info, 2, *port);
+                for i in 0..4 {
+                    info[268 + 3 * i] = 0xff;
+                }
+                info[284..288].copy_from_slice(&2u32.to_ne_bytes());
+                Ok(("sctp", 0, info))
+            }
+            XtMatch::Multiport(ports) => {
+                if ports.is_empty() || ports.len() > 15 {
+                    return Err(format!("{} ports in one multiport match", ports.len()));
+                }
+                let mut info = vec![0u8; MULTIPORT_INFO_LEN];
+                info[0] = 1;
+                info[1] = ports.len() as u8;
+                for (i, p) in ports.iter().enumerate() {
+                    put16(&mut info, 2 + 2 * i, *p);
+                }
+                Ok(("multiport", 1, info))
             }
         }
     }
 }
 
-/// One iptables rule of the forms above, for `-A chain`: `-s`/`-d` host
-/// addresses (`/32`, `/128`), matches, and `-j ACCEPT` or no target.
+/// A rule's `-p`: the protocols whose `--dport` iptables-nft 1.8.9
+/// encodes as [`XtMatch::Dport`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XtProto {
+    /// `-p tcp`.
+    Tcp,
+    /// `-p udp`.
+    Udp,
+    /// `-p sctp`.
+    Sctp,
+}
+
+impl XtProto {
+    fn name_number(self) -> (&'static str, u8) {
+        match self {
+            XtProto::Tcp => ("tcp", 6),
+            XtProto::Udp => ("udp", 17),
+            XtProto::Sctp => ("sctp", 132),
+        }
+    }
+}
+
+/// A rule's `-j`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum XtTarget {
+    /// `-j ACCEPT`.
+    Accept,
+    /// `-j CHAIN`: a jump to a user chain.
+    Jump(String),
+    /// `-j DNAT --to-destination ADDR:PORT` (`[ADDR]:PORT` for IPv6).
+    Dnat(std::net::SocketAddr),
+}
+
+/// One iptables rule of the forms above, for `-A chain`: `-s`/`-d`
+/// addresses or networks, `-p`, matches, and a target or none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct XtRule {
     /// `iptables` (V4) or `ip6tables` (V6).
     pub family: IpFamily,
     /// The chain appended to.
     pub chain: String,
-    /// `-s ADDR/32` (or `/128`).
-    pub source: Option<IpAddr>,
-    /// `-d ADDR/32` (or `/128`).
-    pub destination: Option<IpAddr>,
+    /// `-s NET` (a host: `/32`, `/128`; not `/0`).
+    pub source: Option<IpNetwork>,
+    /// `-d NET`.
+    pub destination: Option<IpNetwork>,
+    /// `-p`.
+    pub protocol: Option<XtProto>,
     /// `-m …`, in order.
     pub matches: Vec<XtMatch>,
-    /// `-j ACCEPT` when true, no target when false.
-    pub accept: bool,
+    /// `-j …`, or no target.
+    pub target: Option<XtTarget>,
 }
 
 impl XtRule {
     /// The rule as `iptables-save` prints it after `-A <chain> ` (what
     /// `iptables-restore` reads and `iptables -C`/`-D` take): `-s`, `-d`,
-    /// the matches in order, `-j ACCEPT`. One description, two renderings:
+    /// `-p`, the matches in order, `-j`. One description, two renderings:
     /// this text for the tools and the saved table, the expressions below
     /// for netlink.
     pub fn text(&self) -> String {
-        let host = |ip: IpAddr| format!("{ip}/{}", if ip.is_ipv4() { 32 } else { 128 });
+        let net = |n: IpNetwork| format!("{}/{}", n.network(), n.prefix());
         let mut t = Vec::new();
-        if let Some(ip) = self.source {
-            t.push(format!("-s {}", host(ip)));
+        if let Some(n) = self.source {
+            t.push(format!("-s {}", net(n)));
         }
-        if let Some(ip) = self.destination {
-            t.push(format!("-d {}", host(ip)));
+        if let Some(n) = self.destination {
+            t.push(format!("-d {}", net(n)));
+        }
+        let proto = self.protocol.map(|p| p.name_number().0);
+        if let Some(p) = proto {
+            t.push(format!("-p {p}"));
         }
         for m in &self.matches {
             t.push(match m {
@@ -160,10 +246,18 @@ impl XtRule {
                     format!("-m conntrack --ctstate {}", states.join(","))
                 }
                 XtMatch::Comment(c) => format!("-m comment --comment {}", crate::hash::go_quote(c)),
+                XtMatch::Dport(port) => format!("-m {} --dport {port}", proto.unwrap_or("?")),
+                XtMatch::Multiport(ports) => {
+                    let list: Vec<String> = ports.iter().map(u16::to_string).collect();
+                    format!("-m multiport --dports {}", list.join(","))
+                }
             });
         }
-        if self.accept {
-            t.push("-j ACCEPT".to_string());
+        match &self.target {
+            Some(XtTarget::Accept) => t.push("-j ACCEPT".to_string()),
+            Some(XtTarget::Jump(chain)) => t.push(format!("-j {chain}")),
+            Some(XtTarget::Dnat(to)) => t.push(format!("-j DNAT --to-destination {to}")),
+            None => {}
         }
         t.join(" ")
     }
@@ -216,13 +310,13 @@ impl StoredForm {
     }
 }
 
-/// Where the network header holds the source and destination address, and
-/// the address bytes.
-fn address_load(family: IpFamily, ip: IpAddr, source: bool) -> Option<(u32, Vec<u8>)> {
-    match (family, ip) {
-        (IpFamily::V4, IpAddr::V4(a)) => Some((if source { 12 } else { 16 }, a.octets().to_vec())),
-        (IpFamily::V6, IpAddr::V6(a)) => Some((if source { 8 } else { 24 }, a.octets().to_vec())),
-        _ => None,
+/// Where the network header holds the source and destination address.
+fn address_offset(net: IpNetwork, source: bool) -> u32 {
+    match (net, source) {
+        (IpNetwork::V4(_), true) => 12,
+        (IpNetwork::V4(_), false) => 16,
+        (IpNetwork::V6(_), true) => 8,
+        (IpNetwork::V6(_), false) => 24,
     }
 }
 
@@ -230,39 +324,122 @@ fn element(ex: Expressions) -> ListAttribute<ExpressionAttribute> {
     ex.into()
 }
 
+/// `[ payload load LEN @ BASE + OFFSET => reg 1 ]`.
+fn load(base: u32, offset: u32, len: usize) -> ListAttribute<ExpressionAttribute> {
+    element(Expressions::Payload(vec![
+        Payload::DestinationRegister(Register::Reg1),
+        Payload::Base(base),
+        Payload::Offset(offset),
+        Payload::Len(len as u32),
+    ]))
+}
+
+/// `[ cmp eq reg 1 VALUE ]`.
+fn equals(value: Vec<u8>) -> ListAttribute<ExpressionAttribute> {
+    element(Expressions::Cmp(vec![
+        Cmp::SourceRegister(Register::Reg1),
+        Cmp::Op(Operator::Equal),
+        Cmp::Data(DataAttribute::Value(value)),
+    ]))
+}
+
+/// `[ immediate reg 0 VERDICT ]`.
+fn verdict(code: Verdict, chain: Option<&str>) -> ListAttribute<ExpressionAttribute> {
+    let mut v = vec![VerdictAttribute::Code(code)];
+    v.extend(chain.map(|c| VerdictAttribute::Chain(c.to_string())));
+    element(Expressions::Immediate(vec![
+        Immediate::DestinationRegister(Register::Verdict),
+        Immediate::Data(DataAttribute::Verdict(v)),
+    ]))
+}
+
+/// `struct nf_nat_range2` of `--to-destination ADDR:PORT`: `flags` =
+/// `NF_NAT_RANGE_MAP_IPS | NF_NAT_RANGE_PROTO_SPECIFIED` (u32, native),
+/// `min_addr` = `max_addr` (16 bytes each), `min_proto` = `max_proto`
+/// (the port, big endian).
+fn nat_range2(to: std::net::SocketAddr) -> Vec<u8> {
+    let mut info = vec![0u8; NAT_RANGE2_LEN];
+    info[..4].copy_from_slice(&3u32.to_ne_bytes());
+    let ip = match to.ip() {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    info[4..4 + ip.len()].copy_from_slice(&ip);
+    info[20..20 + ip.len()].copy_from_slice(&ip);
+    let port = to.port().to_be_bytes();
+    info[36..38].copy_from_slice(&port);
+    info[38..40].copy_from_slice(&port);
+    info
+}
+
 /// The expressions iptables-nft 1.8.9 makes of `rule` (see the module
 /// documentation).
 fn expressions(rule: &XtRule) -> Result<Vec<ListAttribute<ExpressionAttribute>>, String> {
     let mut out = Vec::new();
+    if let Some(p) = rule.protocol {
+        out.push(element(Expressions::Meta(vec![
+            Meta::Key(MetaKey::L4Proto),
+            Meta::DestinationRegister(Register::Reg1),
+        ])));
+        out.push(equals(vec![p.name_number().1]));
+    }
     let addresses = [(rule.source, true), (rule.destination, false)];
-    for (ip, source) in addresses {
-        let Some(ip) = ip else { continue };
-        let (offset, bytes) = address_load(rule.family, ip, source)
-            .ok_or_else(|| format!("address {ip} in a {:?} rule", rule.family))?;
-        out.push(element(Expressions::Payload(vec![
-            Payload::DestinationRegister(Register::Reg1),
-            Payload::Base(NETWORK_HEADER),
-            Payload::Offset(offset),
-            Payload::Len(bytes.len() as u32),
-        ])));
-        out.push(element(Expressions::Cmp(vec![
-            Cmp::SourceRegister(Register::Reg1),
-            Cmp::Op(Operator::Equal),
-            Cmp::Data(DataAttribute::Value(bytes)),
-        ])));
+    for (net, source) in addresses {
+        let Some(net) = net else { continue };
+        let bytes = match net.network() {
+            IpAddr::V4(a) if rule.family == IpFamily::V4 => a.octets().to_vec(),
+            IpAddr::V6(a) if rule.family == IpFamily::V6 => a.octets().to_vec(),
+            ip => return Err(format!("address {ip} in a {:?} rule", rule.family)),
+        };
+        let offset = address_offset(net, source);
+        let prefix = usize::from(net.prefix());
+        if prefix == 0 {
+            return Err(format!("{net}: iptables leaves a /0 out"));
+        }
+        if prefix % 8 == 0 {
+            // A whole number of bytes: only those are loaded.
+            out.push(load(NETWORK_HEADER, offset, prefix / 8));
+            out.push(equals(bytes[..prefix / 8].to_vec()));
+        } else {
+            // The prefix's bits of each byte: 0xff, then 0xf0 (say), then 0.
+            let mask: Vec<u8> = (0..bytes.len())
+                .map(|i| (0xff00u16 >> prefix.saturating_sub(8 * i).min(8)) as u8)
+                .collect();
+            out.push(load(NETWORK_HEADER, offset, bytes.len()));
+            out.push(element(Expressions::Bitwise(vec![
+                Bitwise::SourceRegister(Register::Reg1),
+                Bitwise::DestinationRegister(Register::Reg1),
+                Bitwise::Length(bytes.len() as u32),
+                Bitwise::Mask(DataAttribute::Value(mask)),
+                Bitwise::Xor(DataAttribute::Value(vec![0; bytes.len()])),
+            ])));
+            out.push(equals(bytes));
+        }
     }
     for m in &rule.matches {
-        let (name, revision) = m.name_revision();
-        out.push(element(gaps::xt_match(name, revision, m.info()?)));
+        match (m, rule.protocol) {
+            (XtMatch::Dport(port), Some(XtProto::Tcp | XtProto::Udp)) => {
+                out.push(load(TRANSPORT_HEADER, 2, 2));
+                out.push(equals(port.to_be_bytes().to_vec()));
+            }
+            (XtMatch::Dport(_), None) => return Err("--dport without -p".to_string()),
+            _ => {
+                let (name, revision, info) = m.xt()?;
+                out.push(element(gaps::xt_expr("match", name, revision, info)));
+            }
+        }
     }
     out.push(element(gaps::zero_counter()));
-    if rule.accept {
-        out.push(element(Expressions::Immediate(vec![
-            Immediate::DestinationRegister(Register::Verdict),
-            Immediate::Data(DataAttribute::Verdict(vec![VerdictAttribute::Code(
-                Verdict::Other(NF_ACCEPT),
-            )])),
-        ])));
+    match &rule.target {
+        Some(XtTarget::Accept) => out.push(verdict(Verdict::Other(NF_ACCEPT), None)),
+        Some(XtTarget::Jump(chain)) => out.push(verdict(Verdict::Jump, Some(chain))),
+        Some(XtTarget::Dnat(to)) => {
+            if to.is_ipv4() != (rule.family == IpFamily::V4) {
+                return Err(format!("DNAT to {to} in a {:?} rule", rule.family));
+            }
+            out.push(element(gaps::xt_expr("target", "DNAT", 2, nat_range2(*to))));
+        }
+        None => {}
     }
     Ok(out)
 }
@@ -275,7 +452,9 @@ fn new_rule(table: &str, rule: &XtRule) -> Result<Nfm<RuleMessage>, String> {
             RuleAttribute::Table(table.to_string()),
             RuleAttribute::Chain(rule.chain.clone()),
             RuleAttribute::Expressions(expressions(rule)?),
-            RuleAttribute::Compat(gaps::rule_compat_no_protocol()),
+            RuleAttribute::Compat(gaps::rule_compat(
+                rule.protocol.map_or(0, |p| p.name_number().1),
+            )),
         ],
     };
     let family = NfFamily::from(rule.family).into();
@@ -297,7 +476,73 @@ fn append_with(socket: &mut NfSocket, table: &str, rules: &[XtRule]) -> Result<(
         .map(|r| new_rule(table, r))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| NetError::other(&op, e))?;
-    crate::nfm::nftables_batch(socket, &msgs, NLM_F_CREATE | NLM_F_APPEND, &op)
+    crate::nfm::nftables_batch(socket, &msgs, |_| NLM_F_CREATE | NLM_F_APPEND, &op)
+}
+
+impl crate::nf_tables::NfTables {
+    /// Creates the user chain `chain` of this socket's family's table
+    /// `table` and appends `rules` (of that family; to it or to other
+    /// chains of the table), in one transaction, as `iptables-restore`
+    /// does with `-N chain` and `-A` lines: all of it or nothing. The chain
+    /// must be new (`NLM_F_EXCL`, as iptables-nft sends it): when it exists
+    /// the kernel refuses the whole batch (`EEXIST`), so two ADDs of one
+    /// container never both append. `None` (nothing sent) when a rule
+    /// cannot be encoded as iptables-nft 1.8.9 encodes it.
+    pub fn new_chain_with_rules(
+        &mut self,
+        table: &str,
+        chain: &str,
+        rules: &[XtRule],
+    ) -> Option<Result<(), NetError>> {
+        let msgs = new_chain_msgs(self.family, table, chain, rules)
+            .map_err(|e| log::debug!("{table} {chain} not encoded: {e}"))
+            .ok()?;
+        let op = format!("create {table} {chain} with {} rules", rules.len());
+        Some(send_new_chain(&mut self.socket, &msgs, &op))
+    }
+}
+
+type RuleOrChainMsg = Nfm<crate::nfm::RuleOrChain>;
+
+/// `NFT_MSG_NEWCHAIN` of `chain` (a user chain: table and name only),
+/// then `rules`' `NFT_MSG_NEWRULE`s.
+fn new_chain_msgs(
+    family: netlink_packet_netfilter::NetfilterProtoFamily,
+    table: &str,
+    chain: &str,
+    rules: &[XtRule],
+) -> Result<Vec<RuleOrChainMsg>, String> {
+    use crate::nfm::RuleOrChain;
+    use netlink_packet_netfilter::nftables::{ChainAttribute, ChainMessage};
+    let body = RuleOrChain::Chain(ChainMessage {
+        attributes: vec![
+            ChainAttribute::Table(table.to_string()),
+            ChainAttribute::Name(chain.to_string()),
+        ],
+    });
+    let mut msgs = vec![Nfm::nftables(NfTablesMessageType::NewChain, family, body)];
+    for r in rules {
+        let m = new_rule(table, r)?;
+        msgs.push(Nfm {
+            kind: m.kind,
+            header: m.header,
+            body: RuleOrChain::Rule(m.body),
+        });
+    }
+    Ok(msgs)
+}
+
+fn send_new_chain(
+    socket: &mut NfSocket,
+    msgs: &[RuleOrChainMsg],
+    op: &str,
+) -> Result<(), NetError> {
+    use crate::nfm::RuleOrChain;
+    let flags = |m: &RuleOrChainMsg| match m.body {
+        RuleOrChain::Chain(_) => NLM_F_EXCL,
+        RuleOrChain::Rule(_) => NLM_F_CREATE | NLM_F_APPEND,
+    };
+    crate::nfm::nftables_batch(socket, msgs, flags, op)
 }
 
 #[cfg(test)]
@@ -321,25 +566,28 @@ mod tests {
                 family,
                 chain: "CNI-FORWARD".into(),
                 source: None,
-                destination: Some(a),
+                destination: Some(a.into()),
+                protocol: None,
                 matches: vec![XtMatch::CtState(CT_RELATED | CT_ESTABLISHED)],
-                accept: true,
+                target: Some(XtTarget::Accept),
             },
             XtRule {
                 family,
                 chain: "CNI-FORWARD".into(),
-                source: Some(a),
+                source: Some(a.into()),
                 destination: None,
+                protocol: None,
                 matches: vec![],
-                accept: true,
+                target: Some(XtTarget::Accept),
             },
             XtRule {
                 family,
                 chain: "CNI-FW-ATTACHMENTS".into(),
-                source: Some(a),
+                source: Some(a.into()),
                 destination: None,
+                protocol: None,
                 matches: vec![XtMatch::Comment(comment.into())],
-                accept: false,
+                target: None,
             },
         ]
     }

@@ -6,11 +6,12 @@
 //! - nf_tables expressions netlink-packet-netfilter 0.4 has no type for
 //!   (its `Expressions` types bitwise, cmp, immediate, lookup, meta and
 //!   payload): the x_tables compat `match` (`NFTA_MATCH_*`, for
-//!   iptables-nft's `-m conntrack` / `-m comment`) and `counter`
-//!   (`NFTA_COUNTER_*`), sent as `Expressions::Other`; and the rule's
-//!   `NFTA_RULE_COMPAT` contents (`NFTA_RULE_COMPAT_PROTO`/`_FLAGS`; the
-//!   crate types the attribute as `Vec<DefaultNla>`). See [`xt_match`],
-//!   [`zero_counter`], [`rule_compat_no_protocol`]. Read back from a dump,
+//!   iptables-nft's `-m conntrack`, `-m comment`, `-m sctp`, `-m
+//!   multiport`) and `target` (`NFTA_TARGET_*`, for `-j DNAT`), and
+//!   `counter` (`NFTA_COUNTER_*`), sent as `Expressions::Other`; and the
+//!   rule's `NFTA_RULE_COMPAT` contents (`NFTA_RULE_COMPAT_PROTO`/`_FLAGS`;
+//!   the crate types the attribute as `Vec<DefaultNla>`). See [`xt_expr`],
+//!   [`zero_counter`], [`rule_compat`]. Read back from a dump,
 //!   `match` and `target` (`NFTA_TARGET_*`) parse as `Expressions::Other`
 //!   of `DefaultNla`s: [`xt_name_info`].
 //! - `NlaBuffer<&'a [u8]>::value()` (netlink-packet-core 0.9) returns a
@@ -44,21 +45,22 @@ pub(crate) fn xt_name_info(data: &[u8]) -> (String, Vec<u8>) {
 
 // ---- nf_tables expressions without a crate type ----
 
-/// The x_tables compat `match` expression (nft_compat): `NFTA_MATCH_NAME`
-/// (NUL-terminated), `NFTA_MATCH_REV` (u32, big endian), `NFTA_MATCH_INFO`
-/// (the match's own struct, native endianness).
-pub(crate) fn xt_match(name: &str, revision: u32, info: Vec<u8>) -> Expressions {
-    const NFTA_MATCH_NAME: u16 = 1;
-    const NFTA_MATCH_REV: u16 = 2;
-    const NFTA_MATCH_INFO: u16 = 3;
+/// An x_tables compat expression (nft_compat): `kind` `match` (`-m`) or
+/// `target` (`-j`), with `NFTA_MATCH_NAME`/`NFTA_TARGET_NAME`
+/// (NUL-terminated), `…_REV` (u32, big endian) and `…_INFO` (the
+/// extension's own struct, native endianness), numbered alike.
+pub(crate) fn xt_expr(kind: &str, name: &str, revision: u32, info: Vec<u8>) -> Expressions {
+    const NFTA_XT_NAME: u16 = 1;
+    const NFTA_XT_REV: u16 = 2;
+    const NFTA_XT_INFO: u16 = 3;
     let mut cname = name.as_bytes().to_vec();
     cname.push(0);
     Expressions::Other {
-        expression_type: "match".to_string(),
+        expression_type: kind.to_string(),
         attributes: vec![
-            DefaultNla::new(NFTA_MATCH_NAME, cname),
-            DefaultNla::new(NFTA_MATCH_REV, revision.to_be_bytes().to_vec()),
-            DefaultNla::new(NFTA_MATCH_INFO, info),
+            DefaultNla::new(NFTA_XT_NAME, cname),
+            DefaultNla::new(NFTA_XT_REV, revision.to_be_bytes().to_vec()),
+            DefaultNla::new(NFTA_XT_INFO, info),
         ],
     }
 }
@@ -77,13 +79,16 @@ pub(crate) fn zero_counter() -> Expressions {
     }
 }
 
-/// `NFTA_RULE_COMPAT` of an iptables rule without `-p`: protocol 0, no
-/// invert flag (u32, big endian each).
-pub(crate) fn rule_compat_no_protocol() -> Vec<DefaultNla> {
+/// `NFTA_RULE_COMPAT` of an iptables rule: its `-p` protocol number (0:
+/// none), no invert flag (u32, big endian each).
+pub(crate) fn rule_compat(protocol: u8) -> Vec<DefaultNla> {
     const NFTA_RULE_COMPAT_PROTO: u16 = 1;
     const NFTA_RULE_COMPAT_FLAGS: u16 = 2;
     vec![
-        DefaultNla::new(NFTA_RULE_COMPAT_PROTO, vec![0; 4]),
+        DefaultNla::new(
+            NFTA_RULE_COMPAT_PROTO,
+            u32::from(protocol).to_be_bytes().to_vec(),
+        ),
         DefaultNla::new(NFTA_RULE_COMPAT_FLAGS, vec![0; 4]),
     ]
 }

@@ -95,8 +95,8 @@ fn rule_in(table: &str, chain: &str, handle: Option<u64>) -> RuleMessage {
 
 /// A netlink socket for nf_tables queries in one address family.
 pub struct NfTables {
-    socket: NfSocket,
-    family: NetfilterProtoFamily,
+    pub(crate) socket: NfSocket,
+    pub(crate) family: NetfilterProtoFamily,
 }
 
 impl NfTables {
@@ -116,6 +116,25 @@ impl NfTables {
             socket: NfSocket::replay("nf_tables", answers),
             family: family.into().into(),
         }
+    }
+
+    /// A handle that sends nothing, answers every request with an ACK and
+    /// records what it would have sent ([`NfTables::captured`]): for
+    /// byte-level tests without root.
+    #[doc(hidden)]
+    #[cfg(feature = "test-support")]
+    pub fn capture(family: impl Into<NfFamily>) -> NfTables {
+        NfTables {
+            socket: NfSocket::capture("nf_tables"),
+            family: family.into().into(),
+        }
+    }
+
+    /// What a [`NfTables::capture`] handle recorded, each datagram whole.
+    #[doc(hidden)]
+    #[cfg(feature = "test-support")]
+    pub fn captured(&mut self) -> Vec<Vec<u8>> {
+        self.socket.captured()
     }
 
     /// True when `chain` exists in `table`. A missing table is `false`.

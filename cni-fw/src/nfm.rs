@@ -171,11 +171,11 @@ impl<T: NfBody> NetlinkSerializable for Nfm<T> {
 /// Sends `msgs` (requests of nf_tables, which applies all of them or
 /// none) as one batch on `socket`. `M` is any nfnetlink message, e.g.
 /// `Nfm<RuleMessage>`, or an enum of several when a batch mixes bodies.
-/// `flags` go on every message (see [`NfSocket::batch`]).
+/// `flags` gives each message's flags (see [`NfSocket::batch`]).
 pub(crate) fn nftables_batch<M: NetlinkSerializable>(
     socket: &mut NfSocket,
     msgs: &[M],
-    flags: u16,
+    flags: impl Fn(&M) -> u16,
     op: &str,
 ) -> Result<(), NetError> {
     let subsys = NetfilterSubsystem::NfTables;
@@ -200,7 +200,7 @@ pub(crate) fn nftables_delete_batch<M: NetlinkSerializable>(
     op: &str,
 ) -> Result<(), NetError> {
     let start = std::time::Instant::now();
-    let done = nftables_batch(socket, msgs, 0, op);
+    let done = nftables_batch(socket, msgs, |_| 0, op);
     DELETED.store(true, std::sync::atomic::Ordering::Relaxed);
     if start.elapsed() > CONTENDED_AFTER {
         CONTENDED.store(true, std::sync::atomic::Ordering::Relaxed);

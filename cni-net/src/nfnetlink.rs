@@ -87,13 +87,14 @@ impl NfSocket {
     /// Sends `msgs` in one datagram between `begin` and `end` (an
     /// nfnetlink batch, which nf_tables applies whole or not at all); only
     /// the last message asks for an ACK, so the answer is the first
-    /// failure or that ACK. `flags` go on every message. No messages:
+    /// failure or that ACK. `flags` gives each message's flags (besides
+    /// `NLM_F_REQUEST` and the last one's `NLM_F_ACK`). No messages:
     /// nothing is sent.
     pub fn batch<E: NetlinkSerializable, M: NetlinkSerializable>(
         &mut self,
         begin: &E,
         msgs: &[M],
-        flags: u16,
+        flags: impl Fn(&M) -> u16,
         end: &E,
         op: &str,
     ) -> Result<(), NetError> {

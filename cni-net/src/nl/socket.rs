@@ -500,13 +500,14 @@ impl Socket {
     /// asks for an ACK: the kernel answers in message order, so the first
     /// answer read is the error of the first message that failed (for an
     /// nf_tables batch, the whole batch was then aborted) or that ACK. No
-    /// messages: nothing is sent. `flags` go on every message (e.g.
-    /// `NLM_F_CREATE | NLM_F_APPEND` for rules appended to their chain).
+    /// messages: nothing is sent. `flags` gives each message's flags (e.g.
+    /// `NLM_F_CREATE | NLM_F_APPEND` for rules appended to their chain,
+    /// `NLM_F_EXCL` for a chain that must be new).
     pub(crate) fn batch<E: NetlinkSerializable, M: NetlinkSerializable>(
         &mut self,
         begin: &E,
         msgs: &[M],
-        flags: u16,
+        flags: impl Fn(&M) -> u16,
         end: &E,
         op: &str,
     ) -> Result<(), NetError> {
@@ -517,7 +518,7 @@ impl Socket {
         self.append(begin, 0, op)?;
         for (i, msg) in msgs.iter().enumerate() {
             let ack = if i == last { NLM_F_ACK } else { 0 };
-            self.append(msg, flags | ack, op)?;
+            self.append(msg, flags(msg) | ack, op)?;
         }
         self.append(end, 0, op)?;
         self.exchange(op, false, &mut |_, _| Ok(())).map(|_| ())

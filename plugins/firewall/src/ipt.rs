@@ -49,8 +49,9 @@
 //! --noflush` transaction per family. All under a host-wide lock.
 
 use crate::config::{Conf, IngressPolicy};
-use cni_fw::iptables::{self, Edit, Family, Table, XtMatch, XtRule, quote};
+use cni_fw::iptables::{self, Edit, Family, Table, XtMatch, XtRule, XtTarget, quote};
 use cni_skel::CniError;
+use ipnetwork::IpNetwork;
 use std::net::IpAddr;
 
 /// The chain holding the per-address rules.
@@ -125,13 +126,14 @@ fn admin_jump(admin: &str) -> String {
 /// it (for `iptables-restore` and for comparing with a saved table), and
 /// `iptables::nft_append` as iptables-nft's netlink expressions.
 fn address_rules(ip: IpAddr) -> [XtRule; 2] {
-    let rule = |source, destination, matches| XtRule {
+    let rule = |source: Option<IpAddr>, destination: Option<IpAddr>, matches| XtRule {
         family: Family::of(&ip),
         chain: FORWARD_CHAIN.to_string(),
-        source,
-        destination,
+        source: source.map(IpNetwork::from),
+        destination: destination.map(IpNetwork::from),
+        protocol: None,
         matches,
-        accept: true,
+        target: Some(XtTarget::Accept),
     };
     let related_established = XtMatch::CtState(iptables::CT_RELATED | iptables::CT_ESTABLISHED);
     [
@@ -146,10 +148,11 @@ fn record_rule(ip: IpAddr, att: &Attachment<'_>) -> XtRule {
     XtRule {
         family: Family::of(&ip),
         chain: RECORDS_CHAIN.to_string(),
-        source: Some(ip),
+        source: Some(ip.into()),
         destination: None,
+        protocol: None,
         matches: vec![XtMatch::Comment(att.record_comment())],
-        accept: false,
+        target: None,
     }
 }
 

@@ -21,12 +21,13 @@
 //! (DEL over netlink, iptables-nft) and [`crate::ipt_blind_del`] (DEL
 //! without the read).
 
-use crate::config::{Conf, Mapping, Proto};
+use crate::config::{Conf, Proto};
 use cni_fw::hash::{chain_name_with_prefix, go_quote};
-use cni_fw::iptables::{self, Family, Table, quote};
+use cni_fw::iptables::{self, Family, Table, XtMatch, XtProto, XtRule, XtTarget, quote};
 use cni_skel::CniError;
 use ipnetwork::IpNetwork;
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 
 /// The shared chain holding one entry per container and protocol.
 pub const DNAT_CHAIN: &str = "CNI-HOSTPORT-DNAT";
@@ -97,15 +98,6 @@ fn token(t: &str) -> String {
     }
 }
 
-/// An address as iptables-save prints a host or network.
-fn cidr(net: IpNetwork) -> String {
-    format!("{}/{}", net.network(), net.prefix())
-}
-
-fn host(ip: std::net::IpAddr) -> String {
-    format!("{ip}/{}", if ip.is_ipv4() { 32 } else { 128 })
-}
-
 /// The rules of one container in one family.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerRules {
@@ -120,12 +112,32 @@ pub struct ContainerRules {
     pub conditioned: bool,
 }
 
-/// Builds the rules for the container address `addr`.
-pub fn container_rules(conf: &Conf, container_id: &str, addr: IpNetwork) -> ContainerRules {
+/// The rules of one container in one family as [`XtRule`] values: the
+/// container's chain, the rules in it, and the entries of
+/// `CNI-HOSTPORT-DNAT` jumping to it, without the user's conditions. One
+/// description, two renderings: [`container_rules`]' text for
+/// iptables-restore and the saved table, iptables-nft's netlink
+/// expressions for [`crate::ipt_fast_add`].
+pub(crate) fn container_xt(
+    conf: &Conf,
+    container_id: &str,
+    addr: IpNetwork,
+) -> (String, Vec<XtRule>, Vec<XtRule>) {
     let v6 = addr.is_ipv6();
     let chain = dnat_chain(&conf.network, container_id);
-    let comment = quote(&dnat_comment(&conf.network, container_id));
-    let conds: Vec<String> = conf.conditions(v6).iter().map(|t| token(t)).collect();
+    let rule = |chain: &str, proto: Proto, matches, target| XtRule {
+        family: family(v6),
+        chain: chain.to_string(),
+        source: None,
+        destination: None,
+        protocol: Some(match proto {
+            Proto::Tcp => XtProto::Tcp,
+            Proto::Udp => XtProto::Udp,
+            Proto::Sctp => XtProto::Sctp,
+        }),
+        matches,
+        target: Some(target),
+    };
     // Entries per protocol (sorted), at most 15 ports each (multiport's
     // limit). As in the reference, every mapping's port is listed, even one
     // whose hostIP is of the other family.
@@ -133,64 +145,79 @@ pub fn container_rules(conf: &Conf, container_id: &str, addr: IpNetwork) -> Cont
     for m in &conf.mappings {
         by_proto.entry(m.proto).or_default().push(m.host_port);
     }
+    let comment = dnat_comment(&conf.network, container_id);
     let mut entries = Vec::new();
     for (proto, ports) in &by_proto {
         for group in ports.chunks(15) {
-            let list: Vec<String> = group.iter().map(u16::to_string).collect();
-            let mut r = format!(
-                "-p {} -m comment --comment {comment} -m multiport --dports {}",
-                proto.name(),
-                list.join(",")
-            );
-            for c in &conds {
-                r.push(' ');
-                r.push_str(c);
-            }
-            r.push_str(&format!(" -j {chain}"));
-            entries.push(r);
+            let matches = vec![
+                XtMatch::Comment(comment.clone()),
+                XtMatch::Multiport(group.to_vec()),
+            ];
+            entries.push(rule(
+                DNAT_CHAIN,
+                *proto,
+                matches,
+                XtTarget::Jump(chain.clone()),
+            ));
         }
     }
     let setmark = conf
         .external_set_mark_chain
         .as_deref()
         .unwrap_or(SETMARK_CHAIN);
+    // The sources whose traffic is marked for masquerade (masqAll: all,
+    // which iptables-save prints without `-s`).
+    let sources = match (conf.snat, conf.masq_all) {
+        (false, _) => vec![],
+        (true, true) => vec![None],
+        (true, false) if v6 => vec![IpNetwork::new(addr.network(), addr.prefix()).ok()],
+        (true, false) => vec![
+            IpNetwork::new(addr.network(), addr.prefix()).ok(),
+            Some(IpNetwork::from(IpAddr::from([127, 0, 0, 1]))),
+        ],
+    };
     let mut rules = Vec::new();
     for m in conf.mappings.iter().filter(|m| m.applies_to(v6)) {
-        let dst = m
-            .dest()
-            .map(|d| format!("-d {} ", host(d)))
-            .unwrap_or_default();
-        let tail = format!("-p {p} -m {p} --dport {}", m.host_port, p = m.proto.name());
-        if conf.snat {
-            // iptables-save leaves out a source of /0.
-            let src = if conf.masq_all {
-                String::new()
-            } else {
-                format!("-s {} ", cidr(addr))
-            };
-            rules.push(format!("{src}{dst}{tail} -j {setmark}"));
-            if !v6 && !conf.masq_all {
-                rules.push(format!("-s 127.0.0.1/32 {dst}{tail} -j {setmark}"));
-            }
+        let here = |source: Option<IpNetwork>, target| XtRule {
+            source,
+            destination: m.dest().map(IpNetwork::from),
+            ..rule(&chain, m.proto, vec![XtMatch::Dport(m.host_port)], target)
+        };
+        for src in &sources {
+            rules.push(here(*src, XtTarget::Jump(setmark.to_string())));
         }
-        rules.push(format!(
-            "{dst}{tail} -j DNAT --to-destination {}",
-            to_destination(addr, m)
-        ));
+        let to = SocketAddr::new(addr.ip(), m.container_port);
+        rules.push(here(None, XtTarget::Dnat(to)));
     }
-    ContainerRules {
-        chain,
-        rules,
-        entries,
-        conditioned: !conds.is_empty(),
-    }
+    (chain, rules, entries)
 }
 
-fn to_destination(addr: IpNetwork, m: &Mapping) -> String {
-    if addr.is_ipv6() {
-        format!("[{}]:{}", addr.ip(), m.container_port)
-    } else {
-        format!("{}:{}", addr.ip(), m.container_port)
+/// Builds the rules for the container address `addr`.
+pub fn container_rules(conf: &Conf, container_id: &str, addr: IpNetwork) -> ContainerRules {
+    let (chain, rules, entries) = container_xt(conf, container_id, addr);
+    let conds: Vec<String> = conf
+        .conditions(addr.is_ipv6())
+        .iter()
+        .map(|t| token(t))
+        .collect();
+    // The user's conditions go after the matches, before the jump.
+    let entries = entries
+        .into_iter()
+        .map(|mut e| {
+            e.target = None;
+            let mut r = e.text();
+            for c in &conds {
+                r.push(' ');
+                r.push_str(c);
+            }
+            format!("{r} -j {chain}")
+        })
+        .collect();
+    ContainerRules {
+        chain,
+        rules: rules.iter().map(XtRule::text).collect(),
+        entries,
+        conditioned: !conds.is_empty(),
     }
 }
 

@@ -26,10 +26,11 @@
 
 use crate::config::Conf;
 use crate::ipt::{
-    DNAT_CHAIN, MASQ_CHAIN, SETMARK_CHAIN, TABLE, container_rules, dnat_entry_rule, family,
-    masq_rule, postrouting_rule, restore, setmark_rule,
+    DNAT_CHAIN, MASQ_CHAIN, SETMARK_CHAIN, TABLE, container_rules, container_xt, dnat_entry_rule,
+    family, masq_rule, postrouting_rule, restore, setmark_rule,
 };
 use cni_fw::iptables;
+use cni_fw::nf_tables::{NfTables, RuleSummary};
 use ipnetwork::IpNetwork;
 
 /// The one transaction that sets up `addr`'s forwarding when the shared
@@ -68,14 +69,7 @@ pub fn add_fast_lines(
 /// read over netlink (`-C` in the transaction would make iptables-restore
 /// fetch every rule of the table, which grows with the number of
 /// containers). `None` when it cannot tell.
-fn shared_ready_nft(conf: &Conf, v6: bool) -> Option<bool> {
-    use cni_fw::nf_tables::{NfTables, RuleSummary};
-    let fam = if v6 {
-        cni_net::IpFamily::V6
-    } else {
-        cni_net::IpFamily::V4
-    };
-    let mut nf = NfTables::open(fam).ok()?;
+fn shared_ready_nft(conf: &Conf, nf: &mut NfTables) -> Option<bool> {
     let jumps_to = |rules: &[RuleSummary], target: &str| {
         rules.iter().any(|r| r.jumps.iter().any(|j| j == target))
     };
@@ -116,27 +110,312 @@ fn shared_ready_nft(conf: &Conf, v6: bool) -> Option<bool> {
     Some(true)
 }
 
+/// With iptables-nft, when the shared chains are in place: the
+/// container's chain, its rules and its entries in one nf_tables batch over
+/// netlink, encoded as iptables-nft 1.8.9 encodes the lines of
+/// [`add_fast_lines`] (no tool runs). `None` when they cannot be encoded
+/// exactly (the user's conditions, whose text is up to iptables; an
+/// address of prefix 0): the caller then runs those lines.
+fn add_nft(conf: &Conf, container_id: &str, addr: IpNetwork, nf: &mut NfTables) -> Option<bool> {
+    if !conf.conditions(addr.is_ipv6()).is_empty() {
+        return None;
+    }
+    let (chain, mut rules, entries) = container_xt(conf, container_id, addr);
+    rules.extend(entries);
+    match nf.new_chain_with_rules(TABLE, &chain, &rules)? {
+        Ok(()) => Some(true),
+        Err(e) => {
+            log::debug!("fast path not taken: {e}");
+            Some(false)
+        }
+    }
+}
+
 /// Sets up forwarding to `addr` (one family) with the fast transaction,
 /// when it applies: true when done. It needs no lock: it only creates the
-/// container's own chain (`-N`, which fails when the chain exists) and
-/// appends to it and to the shared DNAT chain, all in one transaction that
-/// fails as a whole (changing nothing) when the shared chains are not as
-/// it expects; iptables-nft retries a transaction that raced another one
-/// and legacy iptables takes the xtables lock (`-w`).
+/// container's own chain (which fails when the chain exists) and appends
+/// to it and to the shared DNAT chain, all in one transaction that fails
+/// as a whole (changing nothing) when the shared chains are not as it
+/// expects; with iptables-nft the transaction is one nf_tables batch
+/// ([`add_nft`]; or iptables-restore's, which retries one that raced
+/// another), and legacy iptables takes the xtables lock (`-w`).
 pub fn add(conf: &Conf, container_id: &str, addr: IpNetwork) -> bool {
     let v6 = addr.is_ipv6();
-    let fast = if iptables::is_nft_variant(family(v6)) {
-        (shared_ready_nft(conf, v6) == Some(true))
-            .then(|| add_fast_lines(conf, container_id, addr, false))
+    let lines = if iptables::is_nft_variant(family(v6)) {
+        let Ok(mut nf) = NfTables::open(family(v6)) else {
+            return false;
+        };
+        if shared_ready_nft(conf, &mut nf) != Some(true) {
+            return false;
+        }
+        if let Some(done) = add_nft(conf, container_id, addr, &mut nf) {
+            return done;
+        }
+        add_fast_lines(conf, container_id, addr, false)
     } else {
-        Some(add_fast_lines(conf, container_id, addr, true))
+        add_fast_lines(conf, container_id, addr, true)
     };
-    match fast.map(|lines| restore(v6, &lines)) {
-        Some(Ok(())) => true,
-        Some(Err(e)) => {
+    match restore(v6, &lines) {
+        Ok(()) => true,
+        Err(e) => {
             log::debug!("fast path not taken: {}", e.msg);
             false
         }
-        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use crate::config::parse;
+
+    /// The configurations (and container addresses) whose fast-path
+    /// batches were captured from iptables-restore: every rule form the
+    /// path writes.
+    fn cases(v6: bool) -> Vec<(Conf, &'static str, IpNetwork)> {
+        let conf = |extra: &str, maps: &str| {
+            parse(
+                format!(r#"{{"name":"ndnet","runtimeConfig":{{"portMappings":[{maps}]}}{extra}}}"#)
+                    .as_bytes(),
+            )
+            .unwrap()
+        };
+        let host_ip = if v6 { "fd00:184::1" } else { "10.184.0.1" };
+        let a = conf(
+            "",
+            &format!(
+                r#"{{"hostPort":8080,"containerPort":80,"protocol":"tcp"}},
+                {{"hostPort":5353,"containerPort":53,"protocol":"udp","hostIP":"{host_ip}"}},
+                {{"hostPort":9000,"containerPort":9000,"protocol":"sctp"}}"#
+            ),
+        );
+        let b = conf(
+            r#","externalSetMarkChain":"NDMARK""#,
+            r#"{"hostPort":80,"containerPort":8080,"protocol":"tcp"},
+            {"hostPort":443,"containerPort":443,"protocol":"tcp"}"#,
+        );
+        let many: Vec<String> = (1..=16)
+            .map(|i| {
+                format!(
+                    r#"{{"hostPort":{},"containerPort":{},"protocol":"tcp"}}"#,
+                    7000 + i,
+                    100 + i
+                )
+            })
+            .collect();
+        let c = conf(r#","masqAll":true"#, &many.join(","));
+        let addrs: [&str; 3] = if v6 {
+            ["fd00:184::2/64", "fd00:184:10::2/60", "fd00:185::2/128"]
+        } else {
+            ["10.184.0.2/24", "10.184.16.2/20", "10.185.0.2/16"]
+        };
+        vec![
+            (a, "ndcid", addrs[0].parse().unwrap()),
+            (b, "ndcid2", addrs[1].parse().unwrap()),
+            (c, "ndcid3", addrs[2].parse().unwrap()),
+        ]
+    }
+
+    /// The captured batches of [`cases`] for a family: per case, each
+    /// message's (type, flags, body).
+    fn captured(v6: bool) -> Vec<Vec<(u16, u16, Vec<u8>)>> {
+        let text = if v6 {
+            include_str!("testdata/iptables-nft-1.8.9-fast-add-v6.hex")
+        } else {
+            include_str!("testdata/iptables-nft-1.8.9-fast-add-v4.hex")
+        };
+        let hex = |s: &str| -> Vec<u8> {
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        let mut cases = Vec::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            if line == "--" {
+                cases.push(Vec::new());
+                continue;
+            }
+            let f: Vec<&str> = line.split(' ').collect();
+            let n = |s: &str| u16::from_str_radix(s, 16).unwrap();
+            cases
+                .last_mut()
+                .unwrap()
+                .push((n(f[0]), n(f[1]), hex(f[2])));
+        }
+        cases
+    }
+
+    /// Our batch for each case is iptables-restore's, message by message,
+    /// byte for byte: the chain (`NLM_F_EXCL`), then every rule
+    /// (`NLM_F_CREATE | NLM_F_APPEND`, the last one also asking for the
+    /// ACK).
+    fn encodes_as_iptables_nft_1_8_9(v6: bool) {
+        let theirs = captured(v6);
+        let cases = cases(v6);
+        assert_eq!(theirs.len(), cases.len());
+        for ((conf, cid, addr), want) in cases.iter().zip(&theirs) {
+            let mut nf = NfTables::capture(family(v6));
+            assert_eq!(add_nft(conf, cid, *addr, &mut nf), Some(true));
+            let sent = nf.captured();
+            let [batch] = sent.as_slice() else {
+                panic!("one datagram: {sent:?}")
+            };
+            let mut msgs = Vec::new();
+            let mut at = 0;
+            while at < batch.len() {
+                let len = u32::from_ne_bytes(batch[at..at + 4].try_into().unwrap()) as usize;
+                msgs.push(&batch[at..at + len]);
+                at += (len + 3) & !3;
+            }
+            // BEGIN and END around ours (iptables' BEGIN also carries the
+            // generation its cache read, which we have no use for).
+            let ours = &msgs[1..msgs.len() - 1];
+            assert_eq!(ours.len(), want.len(), "{cid}: messages");
+            for (i, (msg, (kind, flags, body))) in ours.iter().zip(want).enumerate() {
+                let ack = if i == want.len() - 1 { 0x04 } else { 0 };
+                assert_eq!(
+                    u16::from_ne_bytes([msg[4], msg[5]]),
+                    *kind,
+                    "{cid} {i}: type"
+                );
+                assert_eq!(
+                    u16::from_ne_bytes([msg[6], msg[7]]),
+                    flags | ack,
+                    "{cid} {i}: flags"
+                );
+                assert_eq!(&msg[16..], &body[..], "{cid} {i}: body");
+            }
+        }
+    }
+
+    #[test]
+    fn encodes_v4_as_iptables_nft_1_8_9() {
+        encodes_as_iptables_nft_1_8_9(false);
+    }
+
+    #[test]
+    fn encodes_v6_as_iptables_nft_1_8_9() {
+        encodes_as_iptables_nft_1_8_9(true);
+    }
+
+    /// What the fast path cannot encode exactly goes to iptables-restore:
+    /// nothing is sent.
+    #[test]
+    fn conditions_and_a_zero_prefix_are_left_to_iptables_restore() {
+        for v6 in [false, true] {
+            let (mut conf, cid, addr) = cases(v6).remove(0);
+            let mut nf = NfTables::capture(family(v6));
+            let zero = IpNetwork::new(addr.ip(), 0).unwrap();
+            assert_eq!(add_nft(&conf, cid, zero, &mut nf), None);
+            conf.conditions_v4 = vec!["-m".into(), "addrtype".into()];
+            conf.conditions_v6 = conf.conditions_v4.clone();
+            assert_eq!(add_nft(&conf, cid, addr, &mut nf), None);
+            assert!(nf.captured().is_empty());
+        }
+    }
+
+    /// `iptables-save -t nat` of a family without its comment lines and
+    /// counters, and nft's listing of that table with its expressions.
+    fn listing(v6: bool) -> (String, String) {
+        let run = |cmd: &str, args: &[&str]| {
+            let out = std::process::Command::new(cmd).args(args).output().unwrap();
+            assert!(out.status.success(), "{cmd} {args:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let save = run(
+            if v6 {
+                "ip6tables-save"
+            } else {
+                "iptables-save"
+            },
+            &["-t", "nat"],
+        );
+        let save: Vec<&str> = save.lines().filter(|l| !l.starts_with('#')).collect();
+        let nft = run(
+            "nft",
+            &[
+                "--debug=netlink",
+                "list",
+                "table",
+                if v6 { "ip6" } else { "ip" },
+                "nat",
+            ],
+        );
+        // Handles and positions differ by history.
+        let nft: Vec<String> = nft
+            .lines()
+            .map(|l| l.split(" # handle").next().unwrap_or(l).to_string())
+            .filter(|l| !l.starts_with("ip"))
+            .collect();
+        (save.join("\n"), nft.join("\n"))
+    }
+
+    /// The fast path over netlink leaves the kernel with what
+    /// iptables-restore leaves for the same lines (the same `iptables-save`
+    /// text, the same expressions), and portmap's CHECK and DEL take it as
+    /// their own.
+    fn stores_what_iptables_restore_stores(v6: bool) {
+        let skip =
+            rcni_tests::skip_unless_root("ipt_fast_add::nd_stores_what_iptables_restore_stores")
+                || !iptables::is_nft_variant(family(v6));
+        if skip {
+            return;
+        }
+        let mut got = Vec::new();
+        for ours in [false, true] {
+            let ns = cni_net::NetNs::new_anonymous().unwrap();
+            got.push(
+                ns.run(|| {
+                    // The administrator's chain of case 1.
+                    restore(v6, &["-N NDMARK".to_string()]).unwrap();
+                    for (conf, cid, addr) in cases(v6) {
+                        // Another container first: the shared chains.
+                        crate::ipt::add(&conf, "nd_first", addr).unwrap();
+                        if ours {
+                            let mut nf = NfTables::open(family(v6)).unwrap();
+                            assert_eq!(shared_ready_nft(&conf, &mut nf), Some(true));
+                            assert_eq!(add_nft(&conf, cid, addr, &mut nf), Some(true));
+                            // A second ADD of the container adds nothing.
+                            assert_eq!(add_nft(&conf, cid, addr, &mut nf), Some(false));
+                        } else {
+                            restore(v6, &add_fast_lines(&conf, cid, addr, false)).unwrap();
+                        }
+                        let table = crate::ipt::save(v6).unwrap();
+                        crate::ipt::check_table(&conf, cid, addr, &table).unwrap();
+                    }
+                    let before = listing(v6);
+                    for (conf, cid, _) in cases(v6) {
+                        crate::ipt::del_in(&conf, cid, &[v6]).unwrap();
+                        let chain = crate::ipt::dnat_chain(&conf.network, cid);
+                        assert!(!crate::ipt::save(v6).unwrap().has_chain(&chain));
+                    }
+                    before
+                })
+                .unwrap(),
+            );
+        }
+        assert_eq!(got[0], got[1]);
+        let chain = crate::ipt::dnat_chain("ndnet", "ndcid");
+        let (save, _) = &got[1];
+        let want = if v6 {
+            format!(
+                "-A {chain} -p tcp -m tcp --dport 8080 -j DNAT --to-destination [fd00:184::2]:80"
+            )
+        } else {
+            format!("-A {chain} -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.184.0.2:80")
+        };
+        assert!(save.lines().any(|l| l == want), "{save}");
+    }
+
+    #[test]
+    fn nd_v4_stores_what_iptables_restore_stores() {
+        stores_what_iptables_restore_stores(false);
+    }
+
+    #[test]
+    fn nd_v6_stores_what_iptables_restore_stores() {
+        stores_what_iptables_restore_stores(true);
     }
 }
