@@ -1,11 +1,21 @@
-//! Fast path of iptables ADD: one `iptables-restore` that creates (`-N`)
-//! the container's chain and fills it, without reading the table first and
-//! without the portmap lock, when the shared chains are already in place
-//! (every ADD but a node's first). With iptables-nft the shared chains are
-//! checked over netlink first; with legacy iptables by `-C` lines in the
-//! same transaction. Anything unexpected fails the transaction as a whole,
-//! and the caller takes the general path ([`crate::ipt::add`]: an
-//! `iptables-save` and an `iptables-restore` under the lock).
+//! Fast path of iptables ADD: one transaction that creates the
+//! container's chain, fills it and adds its `CNI-HOSTPORT-DNAT` entries,
+//! without reading the table first and without the portmap lock, when the
+//! shared chains are already in place (every ADD but a node's first).
+//!
+//! With iptables-nft the shared chains are checked over netlink, and the
+//! transaction is one nf_tables batch sent on the same socket
+//! ([`add_nft`]): `NFT_MSG_NEWCHAIN` (`NLM_F_EXCL`: the chain must be new)
+//! then the rules, encoded by `cni_fw::iptables_nft` as iptables-nft 1.8.9
+//! encodes [`add_fast_lines`]' lines (the tests compare the bytes with
+//! `iptables-restore`'s, captured, and the kernel's listings after each).
+//! No tool runs. Where the rules cannot be encoded exactly (the user's
+//! conditions), those lines go to one `iptables-restore`. With legacy
+//! iptables it is one `iptables-restore` of the lines, the shared chains
+//! checked by `-C` lines in it. Anything unexpected fails the transaction
+//! as a whole, and the caller takes the general path
+//! ([`crate::ipt::add`]: an `iptables-save` and an `iptables-restore`
+//! under the lock).
 //!
 //! Deleting this module and its one call in `add.rs` leaves a working
 //! plugin.
