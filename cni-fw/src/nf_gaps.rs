@@ -7,7 +7,7 @@
 //!   (its `Expressions` types bitwise, cmp, immediate, lookup, meta and
 //!   payload): the x_tables compat `match` (`NFTA_MATCH_*`, for
 //!   iptables-nft's `-m conntrack`, `-m comment`, `-m sctp`, `-m
-//!   multiport`) and `target` (`NFTA_TARGET_*`, for `-j DNAT`), and
+//!   multiport`) and `target` (`NFTA_TARGET_*`, for `-j DNAT`, `-j MASQUERADE`), and
 //!   `counter` (`NFTA_COUNTER_*`), sent as `Expressions::Other`; and the
 //!   rule's `NFTA_RULE_COMPAT` contents (`NFTA_RULE_COMPAT_PROTO`/`_FLAGS`;
 //!   the crate types the attribute as `Vec<DefaultNla>`). See [`xt_expr`],

@@ -8,7 +8,8 @@ use cni_net::IpFamily;
 use cni_net::NetError;
 use cni_net::NfSocket;
 use netlink_packet_core::{
-    NLM_F_ACK, NLM_F_DUMP, NlaBuffer, NlasIterator, Parseable, parse_string, parse_u64_be,
+    NLM_F_ACK, NLM_F_DUMP, NlaBuffer, NlasIterator, Parseable, parse_string, parse_u32_be,
+    parse_u64_be,
 };
 use netlink_packet_netfilter::NetfilterProtoFamily;
 use netlink_packet_netfilter::nftables::{
@@ -28,6 +29,7 @@ const NFTA_EXPR_DATA: u16 = 2;
 const NFTA_IMMEDIATE_DATA: u16 = 2;
 const NFTA_BITWISE_MASK: u16 = 4;
 const NFTA_BITWISE_XOR: u16 = 5;
+const NFTA_CMP_OP: u16 = 2;
 const NFTA_CMP_DATA: u16 = 3;
 
 /// What one rule does, as far as these queries need to know.
@@ -45,6 +47,9 @@ pub struct RuleSummary {
     pub xt_targets: Vec<(String, Vec<u8>)>,
     /// Constant values of `immediate`, `bitwise` (mask, xor) and `cmp`.
     pub values: Vec<Vec<u8>>,
+    /// The operators of `cmp` expressions (0 `eq`, 1 `neq`, …): `-d A`
+    /// and `! -d A` differ only there.
+    pub cmp_ops: Vec<u32>,
     /// What `payload` expressions load: (base, offset, length); base 1 is
     /// the network header.
     pub payloads: Vec<(u32, u32, u32)>,
@@ -278,6 +283,11 @@ fn read_expression(elem: &[u8], out: &mut RuleSummary) {
                         out.values.push(v);
                     }
                 }
+            }
+            if name == "cmp" {
+                let op = nlas(data).find(|a| a.kind() == NFTA_CMP_OP);
+                let op = op.and_then(|a| parse_u32_be(attr_value(a)).ok());
+                out.cmp_ops.push(op.unwrap_or(u32::MAX));
             }
         }
         "match" => out.xt_matches.push(xt_name_info(data)),

@@ -130,6 +130,7 @@ pub(crate) fn container_xt(
         chain: chain.to_string(),
         source: None,
         destination: None,
+        not_destination: false,
         protocol: Some(match proto {
             Proto::Tcp => XtProto::Tcp,
             Proto::Udp => XtProto::Udp,
@@ -181,6 +182,7 @@ pub(crate) fn container_xt(
         let here = |source: Option<IpNetwork>, target| XtRule {
             source,
             destination: m.dest().map(IpNetwork::from),
+            not_destination: false,
             ..rule(&chain, m.proto, vec![XtMatch::Dport(m.host_port)], target)
         };
         for src in &sources {
