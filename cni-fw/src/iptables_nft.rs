@@ -620,7 +620,7 @@ fn send_new_chain(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn ip(s: &str) -> IpAddr {
@@ -740,7 +740,7 @@ mod tests {
     /// with `strace -e write=all`.
     const MASQ_V4: &str = include_str!("testdata/iptables-nft-1.8.9-masq-v4.hex");
     const MASQ_V6: &str = include_str!("testdata/iptables-nft-1.8.9-masq-v6.hex");
-    const MASQ_CHAIN: &str = "CNI-0123456789abcdef01234567";
+    pub(crate) const MASQ_CHAIN: &str = "CNI-0123456789abcdef01234567";
 
     /// The captured masquerade rules of `family`: the chain's two (the
     /// subnet's ACCEPT, MASQUERADE but to multicast), the POSTROUTING jump.

@@ -9,20 +9,37 @@
 //! going to `masq_checks`, one rule per address commented with a hash of the
 //! network and the attachment.
 //!
-//! With iptables-nft, the iptables teardown is one nf_tables transaction over
-//! netlink (`iptables::nft_delete_chain`): no `iptables-save` of the whole
-//! `nat` table, which grows with every container, and no tool run.
+//! With iptables-nft (in every family of the attachment), the iptables
+//! setup is one nf_tables transaction over netlink for all families:
+//! `NEWCHAIN` of the chain (`NLM_F_EXCL`, as iptables-nft sends it), its
+//! rules and the POSTROUTING jumps, encoded as iptables-nft 1.8.9 encodes
+//! the same text (`iptables_nft::new_chains_with_rules`; the golden test
+//! compares the bytes with a capture of `iptables-restore`), so
+//! `iptables-save`, `iptables -C`/`-D` and the reference's DEL read them as
+//! their own; chain names are per attachment, so concurrent ADDs never
+//! collide. The kernel refuses the whole transaction, and the ADD takes
+//! the `iptables-restore --noflush` path of legacy iptables (one
+//! transaction per family), when the chain exists already (a repeated or
+//! interrupted ADD: `:CHAIN` flushes and refills it), when the `nat` table
+//! or its POSTROUTING chain does not exist yet (a node's first ADD:
+//! iptables-restore creates them, as iptables-nft creates its built-in
+//! chains), or when a rule would be encoded otherwise (a `/0` subnet).
+//! The teardown is one nf_tables transaction over netlink too
+//! (`iptables::nft_delete_chain`): no `iptables-save` of the whole `nat`
+//! table, which grows with every container, and no tool run.
 //!
 //! Teardown needs no addresses (the names are derived from the attachment),
 //! so DEL cleans up even when the container's netns is already gone.
 
 use crate::exec::ToolError;
 use crate::hash::{chain_name, comment};
-use crate::iptables::{self, Family};
+use crate::iptables::{self, Family, XtMatch, XtRule, XtTarget};
+use crate::iptables_nft;
 use crate::nft;
 use cni_skel::CniError;
 use cni_skel::teardown::Teardown;
-use ipnetwork::IpNetwork;
+use ipnetwork::{IpNetwork, Ipv4Network, Ipv6Network};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The firewall backend used for masquerading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,18 +169,68 @@ fn ipt_err(e: ToolError) -> CniError {
 
 // ---- iptables ----
 
-/// The POSTROUTING rule sending `ip`'s traffic to `chain`, as iptables-save prints it.
-fn postrouting_rule(ip: std::net::IpAddr, chain: &str, quoted: &str) -> String {
-    format!(
-        "-s {ip}/{} -m comment --comment {quoted} -j {chain}",
-        host_len(ip)
-    )
+/// Multicast, which is not masqueraded: `224.0.0.0/4`, `ff00::/8`.
+const MULTICAST_V4: Option<Ipv4Network> = Ipv4Network::new_checked(Ipv4Addr::new(224, 0, 0, 0), 4);
+const MULTICAST_V6: Option<Ipv6Network> =
+    Ipv6Network::new_checked(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8);
+const _: () = assert!(MULTICAST_V4.is_some() && MULTICAST_V6.is_some());
+
+/// The rules of `family`'s addresses among `addrs`, described once for
+/// both ways of writing them: the chain's (for each address an ACCEPT of
+/// its subnet and a MASQUERADE of everything but multicast), then the
+/// POSTROUTING jumps to the chain by source address; every rule commented
+/// `comment`.
+fn iptables_rules(
+    family: Family,
+    addrs: &[IpNetwork],
+    chain: &str,
+    comment: &str,
+) -> (Vec<XtRule>, Vec<XtRule>) {
+    let multicast = match family {
+        Family::V4 => MULTICAST_V4.map(IpNetwork::V4),
+        Family::V6 => MULTICAST_V6.map(IpNetwork::V6),
+    };
+    let rule = |chain: &str, source, destination, not_destination, target| XtRule {
+        family,
+        chain: chain.to_string(),
+        source,
+        destination,
+        not_destination,
+        protocol: None,
+        matches: vec![XtMatch::Comment(comment.to_string())],
+        target: Some(target),
+    };
+    let mine = addrs.iter().filter(|a| Family::of(&a.ip()) == family);
+    let mut masq = Vec::new();
+    let mut jumps = Vec::new();
+    for a in mine {
+        let subnet = IpNetwork::new(a.network(), a.prefix()).ok();
+        masq.push(rule(chain, None, subnet, false, XtTarget::Accept));
+        masq.push(rule(chain, None, multicast, true, XtTarget::Masquerade));
+        let source = Some(IpNetwork::from(a.ip()));
+        jumps.push(rule(
+            "POSTROUTING",
+            source,
+            None,
+            false,
+            XtTarget::Jump(chain.into()),
+        ));
+    }
+    (masq, jumps)
 }
 
 fn setup_iptables(addrs: &[IpNetwork], att: Attachment<'_>) -> Result<(), CniError> {
     let chain = chain_name(att.network, att.container_id);
-    let quoted = iptables::quote(&comment(att.network, att.container_id));
-    for family in families(addrs) {
+    let comment = comment(att.network, att.container_id);
+    let families = families(addrs);
+    let rules: Vec<(Vec<XtRule>, Vec<XtRule>)> = families
+        .iter()
+        .map(|f| iptables_rules(*f, addrs, &chain, &comment))
+        .collect();
+    if setup_nft(&families, &chain, &rules) {
+        return Ok(());
+    }
+    for (family, (masq, jumps)) in families.into_iter().zip(&rules) {
         // A new attachment's chain does not exist yet, so no POSTROUTING
         // rule can jump to it: only a repeated ADD needs the table read.
         let table = if iptables::chain_surely_absent(family, "nat", &chain) {
@@ -172,34 +239,45 @@ fn setup_iptables(addrs: &[IpNetwork], att: Attachment<'_>) -> Result<(), CniErr
             iptables::save(family, "nat").map_err(ipt_err)?
         };
         let existing: Vec<&str> = table.rules("POSTROUTING").collect();
-        let multicast = match family {
-            Family::V4 => "224.0.0.0/4",
-            Family::V6 => "ff00::/8",
-        };
         // Declaring the chain creates it, or flushes it if it exists.
         let mut lines = vec![format!(":{chain} - [0:0]")];
-        let mine: Vec<&IpNetwork> = addrs
-            .iter()
-            .filter(|a| Family::of(&a.ip()) == family)
-            .collect();
-        for a in &mine {
-            lines.push(format!(
-                "-A {chain} -d {} -m comment --comment {quoted} -j ACCEPT",
-                subnet(a)
-            ));
-            lines.push(format!(
-                "-A {chain} ! -d {multicast} -m comment --comment {quoted} -j MASQUERADE"
-            ));
-        }
-        for a in &mine {
-            let rule = postrouting_rule(a.ip(), &chain, &quoted);
-            if !existing.contains(&rule.as_str()) {
-                lines.push(format!("-A POSTROUTING {rule}"));
+        lines.extend(masq.iter().map(|r| format!("-A {chain} {}", r.text())));
+        for jump in jumps.iter().map(XtRule::text) {
+            if !existing.contains(&jump.as_str()) {
+                lines.push(format!("-A POSTROUTING {jump}"));
             }
         }
         iptables::restore(family, "nat", &lines).map_err(ipt_err)?;
     }
     Ok(())
+}
+
+/// With iptables-nft in every family: the chain of each family and the
+/// rules in one nf_tables transaction over netlink, as iptables-nft 1.8.9
+/// encodes them (see the module documentation). False, nothing changed,
+/// when the text path must do it: legacy iptables, the chain there already
+/// (a repeated ADD: `EEXIST`), no `nat` table or POSTROUTING chain yet
+/// (`ENOENT`: iptables-restore creates them), or a rule 1.8.9 would encode
+/// otherwise (a `/0` subnet).
+fn setup_nft(families: &[Family], chain: &str, rules: &[(Vec<XtRule>, Vec<XtRule>)]) -> bool {
+    if !families.iter().all(|f| iptables::is_nft_variant(*f)) {
+        return false;
+    }
+    let chains: Vec<(Family, &str)> = families.iter().map(|f| (*f, chain)).collect();
+    let all: Vec<XtRule> = rules
+        .iter()
+        .flat_map(|(masq, jumps)| masq.iter().chain(jumps))
+        .cloned()
+        .collect();
+    let done = cni_net::NfSocket::open("nf_tables")
+        .and_then(|mut s| iptables_nft::new_chains_with_rules(&mut s, "nat", &chains, &all));
+    match done {
+        Ok(()) => true,
+        Err(e) => {
+            log::debug!("masquerade rules over netlink: {e}; with iptables-restore");
+            false
+        }
+    }
 }
 
 /// Lines deleting `chain` and every POSTROUTING rule that jumps to it.
@@ -410,6 +488,22 @@ mod tests {
             ]),
             Err(CniError::internal("nftables: b"))
         );
+    }
+
+    /// The rules [`setup`] writes are the ones whose bytes
+    /// `iptables_nft`'s golden test compares with iptables-nft 1.8.9's.
+    #[test]
+    fn nm_rules_are_the_captured_ones() {
+        use crate::iptables_nft::tests::{MASQ_CHAIN, masq_rules};
+        let addrs: Vec<IpNetwork> = ["10.181.0.2/24", "fd00:181::2/64"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        for family in [Family::V4, Family::V6] {
+            let (masq, jumps) = iptables_rules(family, &addrs, MASQ_CHAIN, r#"name: "n" id: "c""#);
+            let all: Vec<XtRule> = masq.into_iter().chain(jumps).collect();
+            assert_eq!(all, masq_rules(family), "{family:?}");
+        }
     }
 
     #[test]

@@ -9,6 +9,9 @@
 
 #![cfg(test)]
 
+mod common;
+
+use common::{masq_expected, masq_lines};
 use rcni_tests::fw_tools::Tools;
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::netns_setup::sysctls;
@@ -1462,4 +1465,153 @@ fn lk_spoofcheck_eth0_and_eth0_mac_coexist() {
     assert_eq!(lk_spoof_table(&w.host), lk_spoof_expected(&[&other]));
     w.inv("DEL", &conf, "lkc1", &c, "eth0-mac").run().ok();
     assert_eq!(lk_spoof_table(&w.host), lk_spoof_expected(&[]));
+}
+
+/// With iptables-nft, ipMasq's rules go over netlink once the node has a
+/// `nat` table (the first ADD of a node writes them with iptables-restore,
+/// which creates it): no tool runs, and `iptables -t nat -S` prints
+/// exactly the reference's text, IPv4 and IPv6. CHECK passes; a chain
+/// there already is left to iptables-restore, which refills it; our DEL
+/// and the Go reference's DEL remove the rules.
+#[test]
+fn nm_masq_over_netlink_reads_as_iptables_restore_writes_it() {
+    let Some(w) = ours(
+        "nm_masq_over_netlink_reads_as_iptables_restore_writes_it",
+        0,
+        FIREWALL_TOOLS,
+    ) else {
+        return;
+    };
+    let subnets = ["10.181.1.0/24", "fd00:181::1:0/112"];
+    let mut conf = w.conf(
+        Fam::Dual,
+        json!({"isGateway": true, "ipMasq": true, "ipMasqBackend": "iptables"}),
+    );
+    conf["ipam"]["ranges"] = json!([[{"subnet": subnets[0]}], [{"subnet": subnets[1]}]]);
+    let net = w.data.name();
+    let tools = Tools::recording("xtables-nft-multi");
+    let run = |cmd: &str, conf: &Value, cid: &str, c: &Netns| {
+        w.inv(cmd, conf, cid, c, "eth0")
+            .env("PATH", tools.path())
+            .run()
+    };
+    let restored = |calls: &[String]| calls.iter().any(|c| c.contains("tables-restore"));
+    let (c1, c2) = (w.container(), w.container());
+    let r1 = run("ADD", &conf, "nmc1", &c1).ok();
+    assert!(
+        restored(&tools.take_calls()),
+        "a node's first ADD creates nat"
+    );
+    let r2 = run("ADD", &conf, "nmc2", &c2).ok();
+    let calls = tools.take_calls();
+    assert!(calls.is_empty(), "no tool runs: {calls:?}");
+    for (cid, r) in [("nmc1", &r1), ("nmc2", &r2)] {
+        let want = masq_expected(net, cid, &result_ips(r), &subnets);
+        assert_eq!(masq_lines(&w.host, net, cid), want, "{cid}");
+    }
+    let mut checked = conf.clone();
+    checked["prevResult"] = r2.clone();
+    run("CHECK", &checked, "nmc2", &c2).ok();
+    // A chain there already (a stale one): iptables-restore flushes and
+    // refills it.
+    let stale = cni_fw::hash::chain_name(net, "nmc4");
+    for tool in ["iptables", "ip6tables"] {
+        w.host.exec_ok(tool, &["-t", "nat", "-N", &stale]);
+        w.host
+            .exec_ok(tool, &["-t", "nat", "-A", &stale, "-j", "ACCEPT"]);
+    }
+    let c4 = w.container();
+    let r4 = run("ADD", &conf, "nmc4", &c4).ok();
+    assert!(restored(&tools.take_calls()));
+    let want4 = masq_expected(net, "nmc4", &result_ips(&r4), &subnets);
+    assert_eq!(masq_lines(&w.host, net, "nmc4"), want4);
+    for (cid, c) in [("nmc2", &c2), ("nmc4", &c4)] {
+        run("DEL", &conf, cid, c).ok();
+    }
+    assert_eq!(
+        masq_lines(&w.host, net, "nmc2"),
+        [vec![], vec![]] as [Vec<String>; 2]
+    );
+    let want1 = masq_expected(net, "nmc1", &result_ips(&r1), &subnets);
+    assert_eq!(masq_lines(&w.host, net, "nmc1"), want1);
+    // The reference's DEL finds and removes what we wrote over netlink.
+    if let (Some(go), Some(_)) = (go_bin("bridge"), go_bin("host-local")) {
+        let c3 = w.container();
+        let r3 = run("ADD", &conf, "nmc3", &c3).ok();
+        assert!(tools.take_calls().is_empty());
+        let want3 = masq_expected(net, "nmc3", &result_ips(&r3), &subnets);
+        assert_eq!(masq_lines(&w.host, net, "nmc3"), want3);
+        let mut go_conf = conf.clone();
+        go_conf["cniVersion"] = json!("1.0.0");
+        Invocation::new(&go, "DEL")
+            .attach("nmc3", &c3, "eth0")
+            .in_host(&w.host)
+            .env("CNI_PATH", go.parent().unwrap().display().to_string())
+            .config(&go_conf)
+            .run()
+            .ok();
+        assert_eq!(
+            masq_lines(&w.host, net, "nmc3"),
+            [vec![], vec![]] as [Vec<String>; 2]
+        );
+    }
+    run("DEL", &conf, "nmc1", &c1).ok();
+    for tool in ["iptables", "ip6tables"] {
+        let nat = w.host.exec_ok(tool, &["-t", "nat", "-S"]);
+        assert!(!nat.contains("CNI-"), "{tool}:\n{nat}");
+    }
+}
+
+/// Many first ADDs at once on a node without a `nat` table, then as many
+/// on the node that has one (over netlink), then every DEL at once: every
+/// call succeeds (no "chain exists" race), each container's masquerade
+/// rules are there exactly once in both families, and nothing is left.
+#[test]
+fn nm_masq_storm_on_a_cold_node() {
+    let Some(w) = ours("nm_masq_storm_on_a_cold_node", 0, FIREWALL_TOOLS) else {
+        return;
+    };
+    const PODS: usize = 12;
+    let subnets = ["10.182.0.0/24", "fd00:182::/112"];
+    let mut conf = w.conf(
+        Fam::Dual,
+        json!({"isGateway": true, "ipMasq": true, "ipMasqBackend": "iptables"}),
+    );
+    conf["ipam"]["ranges"] = json!([[{"subnet": subnets[0]}], [{"subnet": subnets[1]}]]);
+    let net = w.data.name();
+    let containers: Vec<Netns> = (0..2 * PODS).map(|_| w.container()).collect();
+    let storm = |cmd: &str, range: std::ops::Range<usize>| -> Vec<PluginOutput> {
+        let barrier = std::sync::Barrier::new(range.len());
+        std::thread::scope(|s| {
+            let handles: Vec<_> = range
+                .map(|i| {
+                    let inv = w.inv(cmd, &conf, &format!("nms{i}"), &containers[i], "eth0");
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        barrier.wait();
+                        inv.run()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    };
+    let mut results = Vec::new();
+    for wave in [0..PODS, PODS..2 * PODS] {
+        for out in storm("ADD", wave) {
+            results.push(out.ok());
+        }
+    }
+    for (i, r) in results.iter().enumerate() {
+        let cid = format!("nms{i}");
+        let want = masq_expected(net, &cid, &result_ips(r), &subnets);
+        assert_eq!(masq_lines(&w.host, net, &cid), want, "{cid}");
+    }
+    for out in storm("DEL", 0..2 * PODS) {
+        out.ok();
+    }
+    for tool in ["iptables", "ip6tables"] {
+        let nat = w.host.exec_ok(tool, &["-t", "nat", "-S"]);
+        assert!(!nat.contains("CNI-"), "{tool}:\n{nat}");
+    }
 }

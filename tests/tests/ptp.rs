@@ -12,6 +12,9 @@
 // Everything here is test code, helpers included.
 #![cfg(test)]
 
+mod common;
+
+use common::{masq_expected, masq_lines};
 use rcni_tests::fw_tools::Tools;
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::netns_setup::sysctls;
@@ -1129,4 +1132,77 @@ fn masquerade_second_family_failure_leaves_nothing() {
     assert!(!masq_rules(&host, data.name()).is_empty());
     del("frm1", &host, &cont, &c);
     assert_eq!(masq_rules(&host, data.name()), Vec::<String>::new());
+}
+
+/// ptp's ipMasq over netlink (once the node has a `nat` table; the first
+/// ADD creates it with iptables-restore): no tool runs, `iptables -t nat
+/// -S` prints the reference's text in both families, CHECK passes, GC
+/// removes the rules of the attachments not kept, DEL the rest.
+#[test]
+fn nm_ptp_masq_over_netlink_check_gc_del() {
+    if skip_unless("nm_ptp_masq_over_netlink_check_gc_del", FIREWALL_TOOLS) {
+        return;
+    }
+    let data = DataDir::new("ptnm");
+    let host = host_ns();
+    let subnets = ["10.183.1.0/24", "fd00:183::1:0/112"];
+    let mut c = conf(
+        &data,
+        "1.1.0",
+        0,
+        true,
+        true,
+        json!({"ipMasq": true, "ipMasqBackend": "iptables"}),
+    );
+    c["ipam"]["ranges"] = json!([[{"subnet": subnets[0]}], [{"subnet": subnets[1]}]]);
+    let net = data.name();
+    let tools = Tools::recording("xtables-nft-multi");
+    let conts: Vec<Netns> = (0..3).map(|_| container_ns()).collect();
+    let cids = ["nmp0", "nmp1", "nmp2"];
+    let call = |cmd: &str, i: usize, conf: &Value| {
+        Invocation::new(ours(), cmd)
+            .attach(cids[i], &conts[i], "eth0")
+            .in_host(&host)
+            .env("PATH", tools.path())
+            .config(conf)
+            .run()
+    };
+    let mut results = Vec::new();
+    for i in 0..3 {
+        results.push(call("ADD", i, &c).ok());
+        let calls = tools.take_calls();
+        let restored = calls.iter().any(|l| l.contains("tables-restore"));
+        assert_eq!(restored, i == 0, "ADD {i}: {calls:?}");
+    }
+    for (i, r) in results.iter().enumerate() {
+        let want = masq_expected(net, cids[i], &result_ips(r), &subnets);
+        assert_eq!(masq_lines(&host, net, cids[i]), want, "{}", cids[i]);
+        call("CHECK", i, &with_prev(&c, r)).ok();
+    }
+    let mut g = c.clone();
+    g["cni.dev/valid-attachments"] = json!([{"containerID": "nmp1", "ifname": "eth0"}]);
+    Invocation::new(ours(), "GC")
+        .in_host(&host)
+        .env("PATH", tools.path())
+        .config(&g)
+        .run()
+        .ok();
+    let none: [Vec<String>; 2] = [vec![], vec![]];
+    for (i, cid) in cids.iter().enumerate() {
+        let want = if i == 1 {
+            masq_expected(net, cid, &result_ips(&results[i]), &subnets)
+        } else {
+            none.clone()
+        };
+        assert_eq!(masq_lines(&host, net, cid), want, "after GC: {cid}");
+    }
+    call("DEL", 1, &c).ok();
+    assert_eq!(masq_lines(&host, net, "nmp1"), none);
+    for i in [0, 2] {
+        call("DEL", i, &c).ok();
+    }
+    for tool in ["iptables", "ip6tables"] {
+        let nat = host.exec_ok(tool, &["-t", "nat", "-S"]);
+        assert!(!nat.contains("CNI-"), "{tool}:\n{nat}");
+    }
 }

@@ -249,3 +249,39 @@ pub fn set_at<S: AsRef<str>>(conf: &Value, path: &[S], value: Value) -> Value {
     }
     c
 }
+
+/// The masquerade rules of `cid` on network `net` (addresses `ips`, as the
+/// result gives them, in `subnets`) as `iptables -t nat -S` prints them
+/// when iptables-restore wrote them: the reference's text.
+pub fn masq_expected(net: &str, cid: &str, ips: &[String], subnets: &[&str]) -> [Vec<String>; 2] {
+    let chain = cni_fw::hash::chain_name(net, cid);
+    let c = format!(r#"-m comment --comment "name: \"{net}\" id: \"{cid}\"""#);
+    let mut out = [vec![format!("-N {chain}")], vec![format!("-N {chain}")]];
+    for (ip, subnet) in ips.iter().zip(subnets) {
+        let v6 = ip.contains(':');
+        let (host, multicast) = if v6 {
+            ("128", "ff00::/8")
+        } else {
+            ("32", "224.0.0.0/4")
+        };
+        let ip = ip.split('/').next().unwrap();
+        let lines = &mut out[usize::from(v6)];
+        lines.push(format!("-A POSTROUTING -s {ip}/{host} {c} -j {chain}"));
+        lines.push(format!("-A {chain} -d {subnet} {c} -j ACCEPT"));
+        lines.push(format!("-A {chain} ! -d {multicast} {c} -j MASQUERADE"));
+    }
+    out
+}
+
+/// The lines of `iptables -t nat -S` and `ip6tables -t nat -S` in `host`
+/// that name `cid`'s masquerade chain, in order.
+pub fn masq_lines(host: &Netns, net: &str, cid: &str) -> [Vec<String>; 2] {
+    let chain = cni_fw::hash::chain_name(net, cid);
+    ["iptables", "ip6tables"].map(|tool| {
+        host.exec_ok(tool, &["-t", "nat", "-S"])
+            .lines()
+            .filter(|l| l.split(' ').any(|w| w == chain))
+            .map(String::from)
+            .collect()
+    })
+}
