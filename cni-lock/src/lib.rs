@@ -125,6 +125,24 @@ pub fn named(name: &str) -> Result<Option<Lock>, CniError> {
     )
 }
 
+/// [`named`] taken shared (`flock(LOCK_SH)`): held at once by any number
+/// of sharers, excluded by and excluding one [`named`] holder. For work
+/// that commutes with every other sharer's and must only not interleave
+/// with an exclusive holder's read-modify-write: a DEL that deletes its
+/// own rules by kernel handle in one nf_tables transaction, beside the
+/// text paths that rewrite whole chains (issue 30's DEL storm, where
+/// every pod's DEL waited for the exclusive lock in turn). An exclusive
+/// waiter is woken by each sharer's release, as by a holder's.
+pub fn named_shared(name: &str) -> Result<Option<Lock>, CniError> {
+    take_as(
+        Path::new(BASE),
+        SUBDIRS,
+        &format!("{name}.lock"),
+        timeout()?,
+        Hold::Shared,
+    )
+}
+
 /// The lock of the network namespace with device `dev` and inode `ino`
 /// (`<DIR>/netns-<dev>-<ino>.lock`). `None` as for
 /// [`named`].
@@ -140,7 +158,14 @@ pub fn netns(dev: u64, ino: u64) -> Result<Option<Lock>, CniError> {
 /// Takes the exclusive `flock` on `file` (the lock file at `path`, kept
 /// where the caller must keep it), waiting at most [`timeout`].
 pub fn wait(file: &File, path: &Path) -> Result<(), CniError> {
-    wait_until(file, path, timeout()?)
+    wait_until(file, path, timeout()?, Hold::Exclusive)
+}
+
+/// How a lock is held: `flock`'s `LOCK_EX` or `LOCK_SH`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hold {
+    Exclusive,
+    Shared,
 }
 
 /// How long a lock is waited for: [`TIMEOUT_VAR`] seconds, else
@@ -201,11 +226,21 @@ fn take(
     name: &str,
     timeout: Duration,
 ) -> Result<Option<Lock>, CniError> {
+    take_as(base, subdirs, name, timeout, Hold::Exclusive)
+}
+
+fn take_as(
+    base: &Path,
+    subdirs: &[&str],
+    name: &str,
+    timeout: Duration,
+    mode: Hold,
+) -> Result<Option<Lock>, CniError> {
     let mut path = base.to_path_buf();
     subdirs.iter().for_each(|d| path.push(d));
     path.push(name);
     if let Some(file) = existing_file(&path) {
-        return hold(file, path, timeout).map(Some);
+        return hold(file, path, timeout, mode).map(Some);
     }
     let dir = match private_dir(base, subdirs) {
         Ok(d) => d,
@@ -218,7 +253,7 @@ fn take(
     // Nothing removes or renames a lock file of ours in a directory only
     // we can write, so the file opened is the one every taker locks.
     let file = open_file(&dir, name, &path)?;
-    hold(file, path, timeout).map(Some)
+    hold(file, path, timeout, mode).map(Some)
 }
 
 /// Opens `base/subdirs…`, making each directory (0700) that is missing and
@@ -384,9 +419,9 @@ fn open_file(dir: &OwnedFd, name: &str, path: &Path) -> Result<File, CniError> {
 }
 
 /// Waits for the lock on `file` (at `path`) and holds it.
-fn hold(file: File, path: PathBuf, timeout: Duration) -> Result<Lock, CniError> {
-    wait_until(&file, &path, timeout)?;
-    log::debug!("holding {}", path.display());
+fn hold(file: File, path: PathBuf, timeout: Duration, mode: Hold) -> Result<Lock, CniError> {
+    wait_until(&file, &path, timeout, mode)?;
+    log::debug!("holding {} ({mode:?})", path.display());
     Ok(Lock { file, path })
 }
 
@@ -433,8 +468,8 @@ fn lock_failed(path: &Path, e: std::io::Error) -> CniError {
 /// fast, but its thread's code and thread-local storage (a mapping of its
 /// own in every run under musl) made each plugin that locks 41-53 KB
 /// larger.
-fn wait_until(file: &File, path: &Path, timeout: Duration) -> Result<(), CniError> {
-    if taken(file, path)? {
+fn wait_until(file: &File, path: &Path, timeout: Duration, mode: Hold) -> Result<(), CniError> {
+    if taken(file, path, mode)? {
         return Ok(());
     }
     WAITED.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -445,7 +480,7 @@ fn wait_until(file: &File, path: &Path, timeout: Duration) -> Result<(), CniErro
         log::debug!("no inotify watch on {}; polling", path.display());
     }
     let mut backoff = Duration::from_millis(1);
-    while !taken(file, path)? {
+    while !taken(file, path, mode)? {
         let waited = start.elapsed();
         if waited >= timeout {
             return Err(timed_out(path, timeout));
@@ -463,9 +498,14 @@ fn wait_until(file: &File, path: &Path, timeout: Duration) -> Result<(), CniErro
     Ok(())
 }
 
-/// One `try_lock` of `file`: whether it is now held.
-fn taken(file: &File, path: &Path) -> Result<bool, CniError> {
-    match file.try_lock() {
+/// One `try_lock` (or `try_lock_shared`) of `file`: whether it is now
+/// held.
+fn taken(file: &File, path: &Path, mode: Hold) -> Result<bool, CniError> {
+    let tried = match mode {
+        Hold::Exclusive => file.try_lock(),
+        Hold::Shared => file.try_lock_shared(),
+    };
+    match tried {
         Ok(()) => Ok(true),
         Err(TryLockError::WouldBlock) => Ok(false),
         Err(TryLockError::Error(e)) => Err(lock_failed(path, e)),

@@ -17,6 +17,9 @@ impl Base {
     fn take(&self, name: &str, timeout: Duration) -> Result<Option<Lock>, CniError> {
         take(&self.0, SUBDIRS, name, timeout)
     }
+    fn take_shared(&self, name: &str, timeout: Duration) -> Result<Option<Lock>, CniError> {
+        take_as(&self.0, SUBDIRS, name, timeout, Hold::Shared)
+    }
     fn dir(&self) -> PathBuf {
         self.0.join("cni-rcni/locks")
     }
@@ -84,6 +87,30 @@ fn a_waiter_gets_the_lock_when_it_is_released() {
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     // The process knows it met another holder (cni_fw::settle asks).
     assert!(waited());
+}
+
+/// Sharers hold the lock together; an exclusive taker waits for the last
+/// of them and, holding it, keeps the next sharer out until it is done.
+#[test]
+fn sharers_exclude_only_an_exclusive_holder() {
+    let b = Base::new("shared");
+    let one = b.take_shared("portmap.lock", SHORT).unwrap().unwrap();
+    let two = b.take_shared("portmap.lock", SHORT).unwrap().unwrap();
+    let e = b.take("portmap.lock", SHORT).unwrap_err();
+    assert_eq!(e.code, code::TRY_AGAIN_LATER, "{e:?}");
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| b.take("portmap.lock", Duration::from_secs(10)));
+        std::thread::sleep(Duration::from_millis(50));
+        drop(one);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "taken while a sharer held it");
+        drop(two);
+        let held = waiter.join().unwrap().unwrap().unwrap();
+        let e = b.take_shared("portmap.lock", SHORT).unwrap_err();
+        assert_eq!(e.code, code::TRY_AGAIN_LATER, "{e:?}");
+        drop(held);
+    });
+    b.take_shared("portmap.lock", SHORT).unwrap().unwrap();
 }
 
 /// A namespace's lock file stays after its release (the next taker opens

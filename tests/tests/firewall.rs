@@ -2006,3 +2006,70 @@ fn failed_repeated_add_keeps_the_first() {
     assert_eq!(rules(&host), want);
     run_with(&real, &ours(), "DEL", &host, &sandbox, "fr2", &c).ok();
 }
+
+/// DELs at once (issue 30: the iptables-nft DEL holds the firewall lock
+/// shared): eight attachments with addresses of their own, and two
+/// attachments of two networks that share one address (overlapping
+/// subnets: whichever DEL comes last must take the address rules, which
+/// needs the exclusive lock), all deleted concurrently, several times over.
+/// Every record and address rule goes, and the DELs all succeed; a
+/// repeated DEL at once finds nothing and succeeds too. Addresses
+/// 10.187.0.0/24 and fd21:187::/112, in a bare host.
+#[test]
+fn ds_concurrent_dels_leave_nothing() {
+    if skip("ds_concurrent_dels_leave_nothing", false) {
+        return;
+    }
+    let host = Lab::bare();
+    let container = Netns::new("dsfwc");
+    let prev = |h: u8| {
+        json!({
+            "cniVersion": "1.0.0",
+            "interfaces": [{"name": "dsbr"}, {"name": "dsv"}, {"name": "eth0", "sandbox": container.path()}],
+            "ips": [
+                {"address": format!("10.187.0.{h}/24"), "gateway": "10.187.0.1", "interface": 2},
+                {"address": format!("fd21:187::{h}/112"), "gateway": "fd21:187::1", "interface": 2}
+            ]
+        })
+    };
+    // (network, container ID, host part): two networks share .50.
+    let mut atts: Vec<(String, String, u8)> = (0..8u8)
+        .map(|i| ("ds_net_a".to_string(), format!("ds_fw{i}"), 10 + i))
+        .collect();
+    atts.push(("ds_net_a".into(), "ds_shared_a".into(), 50));
+    atts.push(("ds_net_b".into(), "ds_shared_b".into(), 50));
+    // The shared chains and jumps, made by a first ADD, stay after DEL.
+    let c = conf("ds_net_a", &json!({}), Some(&prev(2)));
+    run(&ours(), "ADD", &host, &container, "ds_first", &c).ok();
+    run(&ours(), "DEL", &host, &container, "ds_first", &c).ok();
+    let untouched = rules(&host);
+    assert!(
+        untouched.iter().all(|r| !r.contains("10.187.")),
+        "{untouched:?}"
+    );
+    for round in 0..3 {
+        for (net, cid, h) in &atts {
+            let c = conf(net, &json!({}), Some(&prev(*h)));
+            run(&ours(), "ADD", &host, &container, cid, &c).ok();
+        }
+        assert_eq!(records(&host, "10.187.0.50"), 2, "round {round}");
+        for _ in 0..2 {
+            std::thread::scope(|s| {
+                let dels: Vec<_> = atts
+                    .iter()
+                    .map(|(net, cid, h)| {
+                        let (host, container) = (&host, &container);
+                        s.spawn(move || {
+                            let c = conf(net, &json!({}), Some(&prev(*h)));
+                            run(&ours(), "DEL", host, container, cid, &c)
+                        })
+                    })
+                    .collect();
+                for d in dels {
+                    d.join().unwrap().ok();
+                }
+            });
+            assert_eq!(rules(&host), untouched, "round {round}");
+        }
+    }
+}

@@ -35,6 +35,13 @@ pub trait FirewallBackend {
     /// DEL: takes the attachment's addresses out again; what is already
     /// gone is not an error.
     fn del(&mut self, req: &Request<'_>) -> Result<(), CniError>;
+    /// DEL's work where it commutes with every other DEL's, called with
+    /// the firewall lock held shared: true when it did all of it; false
+    /// (nothing changed) for [`FirewallBackend::del`] under the exclusive
+    /// lock. None of it by default.
+    fn del_shared(&mut self, _req: &Request<'_>) -> Result<bool, CniError> {
+        Ok(false)
+    }
     /// CHECK: what ADD made is there.
     fn check(&mut self, req: &Request<'_>) -> Result<(), CniError>;
     /// STATUS: whether the backend can be used.

@@ -1,8 +1,13 @@
 //! DEL: what the backend added for this attachment; the firewalld
 //! backend's sources (those no other record claims) and record, and the
 //! iptables rules whatever the backend.
+//!
+//! The iptables backend's DEL first tries its netlink deletion by handle
+//! holding the firewall lock shared (`FirewallBackend::del_shared`): in a
+//! storm the DELs then run side by side instead of one after another
+//! (issue 30); anything else waits for the exclusive lock.
 
-use crate::{backend, config, lock, parse, request};
+use crate::{backend, config, lock, lock_shared, parse, request};
 use cni_skel::{CmdArgs, CmdResult, Output};
 use std::net::IpAddr;
 
@@ -14,7 +19,14 @@ pub fn del(args: &CmdArgs) -> CmdResult {
         .map(|p| config::container_ips(&p))
         .unwrap_or_default();
     let mut backend = backend::resolve(&conf)?;
-    let _lock = lock()?;
-    backend.del(&request(args, &conf, &ips, &None))?;
+    let req = request(args, &conf, &ips, &None);
+    let done = {
+        let _shared = lock_shared()?;
+        backend.del_shared(&req)?
+    };
+    if !done {
+        let _lock = lock()?;
+        backend.del(&req)?;
+    }
     Ok(Output::Nothing)
 }

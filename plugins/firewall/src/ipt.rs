@@ -694,6 +694,46 @@ pub fn del(att: &Attachment<'_>, prev_ips: &[IpAddr]) -> Result<(), CniError> {
     remove(att, prev_ips, &families)
 }
 
+/// DEL over netlink alone, for a DEL holding the firewall lock shared
+/// (issue 30's DEL storm): this attachment's records and the rules of its
+/// addresses in every usable family, deleted by kernel handle in one
+/// transaction. Such DELs commute with each other unless two attachments
+/// claim one address (two networks with overlapping subnets: which of them
+/// deletes its rules depends on the other's record), so any address
+/// claimed by another attachment's record sends the DEL to the exclusive
+/// lock, as do legacy iptables and a rule not recognised. True when done
+/// (or nothing of it was there); false, with nothing changed, for [`del`]
+/// under the exclusive lock.
+pub fn del_shared(att: &Attachment<'_>, prev_ips: &[IpAddr]) -> bool {
+    let key = att.key();
+    let mut doomed: Vec<(Family, &str, u64)> = Vec::new();
+    for family in [Family::V4, Family::V6] {
+        if !iptables::usable(family) {
+            continue;
+        }
+        let prev: Vec<IpAddr> = prev_ips
+            .iter()
+            .copied()
+            .filter(|ip| Family::of(ip) == family)
+            .collect();
+        match doomed_by_handle(family, &key, &prev, Claims::Refused) {
+            Some(rules) => doomed.extend(rules.into_iter().map(|(c, h)| (family, c, h))),
+            None => return false,
+        }
+    }
+    doomed.is_empty() || iptables::nft_delete(TABLE, &doomed)
+}
+
+/// What [`doomed_by_handle`] does with an address that another
+/// attachment's record claims.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Claims {
+    /// Its rules stay (the exclusive lock is held).
+    Kept,
+    /// The answer is `None` ([`del_shared`]).
+    Refused,
+}
+
 /// DEL's work in `families` only (DEL: every usable one; a failed ADD:
 /// those it wrote).
 fn remove(att: &Attachment<'_>, prev_ips: &[IpAddr], families: &[Family]) -> Result<(), CniError> {
@@ -709,7 +749,7 @@ fn remove(att: &Attachment<'_>, prev_ips: &[IpAddr], families: &[Family]) -> Res
     let mut doomed: Vec<(Family, &str, u64)> = Vec::new();
     let mut by_text: Vec<Family> = Vec::new();
     for &family in families {
-        match doomed_by_handle(family, &key, &of_family(family)) {
+        match doomed_by_handle(family, &key, &of_family(family), Claims::Kept) {
             Some(rules) => doomed.extend(rules.into_iter().map(|(c, h)| (family, c, h))),
             None => by_text.push(family),
         }
@@ -787,11 +827,13 @@ fn is_address_rule(
 /// the address), for [`del`] to delete in one transaction; none when there
 /// is nothing to delete. `None` whenever it cannot be sure: legacy
 /// iptables, a failed query, or a rule in `CNI-FORWARD` naming one of the
-/// addresses in a form not recognised. The `iptables-save` path runs then.
+/// addresses in a form not recognised (the `iptables-save` path runs
+/// then); and, with [`Claims::Refused`], an address another record claims.
 fn doomed_by_handle(
     family: Family,
     key: &str,
     prev: &[IpAddr],
+    claims: Claims,
 ) -> Option<Vec<(&'static str, u64)>> {
     let recs = nft_records(family)?;
     let forward = iptables::nft_rules(family, TABLE, FORWARD_CHAIN)?;
@@ -804,6 +846,9 @@ fn doomed_by_handle(
         }
     }
     let claimed = |ip: &IpAddr| recs.iter().any(|(i, k, _)| i == ip && k != key);
+    if claims == Claims::Refused && ips.iter().any(claimed) {
+        return None;
+    }
     ips.retain(|ip| !claimed(ip));
     let octets = |ip: &IpAddr| match ip {
         IpAddr::V4(a) => a.octets().to_vec(),
@@ -917,6 +962,13 @@ impl crate::backend::FirewallBackend for Iptables {
     fn del(&mut self, req: &crate::backend::Request<'_>) -> Result<(), CniError> {
         crate::firewalld::forget_if_gone(&req.att)?;
         del(&req.att, req.ips)
+    }
+
+    /// [`del_shared`], after forgetting the attachment's firewalld record
+    /// as [`del`] does (its own file).
+    fn del_shared(&mut self, req: &crate::backend::Request<'_>) -> Result<bool, CniError> {
+        crate::firewalld::forget_if_gone(&req.att)?;
+        Ok(del_shared(&req.att, req.ips))
     }
 
     fn check(&mut self, req: &crate::backend::Request<'_>) -> Result<(), CniError> {

@@ -34,6 +34,12 @@ fn lock() -> Result<Option<cni_lock::Lock>, CniError> {
     cni_lock::named("firewall")
 }
 
+/// [`lock`] held shared, for the DEL work that commutes with every other
+/// DEL's (`backend::FirewallBackend::del_shared`).
+fn lock_shared() -> Result<Option<cni_lock::Lock>, CniError> {
+    cni_lock::named_shared("firewall")
+}
+
 fn parse(args: &CmdArgs) -> Result<Conf, CniError> {
     config::parse(&args.stdin, cni_skel::ParseFor::of(args))
 }
