@@ -428,4 +428,61 @@ mod tests {
     fn nd_v6_stores_what_iptables_restore_stores() {
         stores_what_iptables_restore_stores(true);
     }
+
+    /// ADDs at once, over netlink (the shared chains in place), some of
+    /// them of the same container: none fails (the one whose chain another
+    /// made first takes the general path, as `add.rs` does), and each
+    /// container has its rules and entries once.
+    #[test]
+    fn nd_concurrent_adds_neither_fail_nor_double() {
+        let skip = rcni_tests::skip_unless_root(
+            "ipt_fast_add::nd_concurrent_adds_neither_fail_nor_double",
+        ) || !iptables::is_nft_variant(family(false));
+        if skip {
+            return;
+        }
+        let (conf, _, _) = cases(false).remove(0);
+        let ns = cni_net::NetNs::new_anonymous().unwrap();
+        let addr = |i: usize| -> IpNetwork { format!("10.186.0.{}/24", 10 + i).parse().unwrap() };
+        let took_netlink = ns
+            .run(|| {
+                crate::ipt::add(&conf, "nd_first", addr(0)).unwrap();
+                let start = std::sync::Barrier::new(12);
+                std::thread::scope(|s| {
+                    let runs: Vec<_> = (0..12)
+                        .map(|i| {
+                            let (conf, start) = (&conf, &start);
+                            // Six containers, each ADDed twice at once.
+                            s.spawn(move || {
+                                let (cid, a) = (format!("nd_c{}", i % 6), addr(1 + i % 6));
+                                start.wait();
+                                let fast = add(conf, &cid, a);
+                                if !fast {
+                                    crate::ipt::add(conf, &cid, a).unwrap();
+                                }
+                                fast
+                            })
+                        })
+                        .collect();
+                    runs.into_iter()
+                        .filter_map(|r| r.join().unwrap().then_some(()))
+                        .count()
+                })
+            })
+            .unwrap();
+        assert!(took_netlink >= 6, "{took_netlink} fast ADDs");
+        let table = ns.run(|| crate::ipt::save(false).unwrap()).unwrap();
+        for i in 0..6 {
+            let cid = format!("nd_c{i}");
+            crate::ipt::check_table(&conf, &cid, addr(1 + i), &table).unwrap();
+            let c = container_rules(&conf, &cid, addr(1 + i));
+            assert_eq!(table.rules(&c.chain).count(), c.rules.len(), "{cid}");
+            let jump = format!(" -j {}", c.chain);
+            let entries = table
+                .rules(DNAT_CHAIN)
+                .filter(|r| r.ends_with(&jump))
+                .count();
+            assert_eq!(entries, c.entries.len(), "{cid}");
+        }
+    }
 }
