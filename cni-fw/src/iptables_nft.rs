@@ -58,6 +58,8 @@ use std::net::IpAddr;
 
 /// `NFT_PAYLOAD_NETWORK_HEADER`.
 const NETWORK_HEADER: u32 = 1;
+/// `NFTA_RULE_EXPRESSIONS`.
+const NFTA_RULE_EXPRESSIONS: u16 = 4;
 /// `NFT_PAYLOAD_TRANSPORT_HEADER`.
 const TRANSPORT_HEADER: u32 = 2;
 /// `NF_ACCEPT`: the crate's `Verdict` names only the nf_tables codes.
@@ -336,12 +338,15 @@ fn element(ex: Expressions) -> ListAttribute<ExpressionAttribute> {
 
 /// `[ payload load LEN @ BASE + OFFSET => reg 1 ]`.
 fn load(base: u32, offset: u32, len: usize) -> ListAttribute<ExpressionAttribute> {
-    element(Expressions::Payload(vec![
-        Payload::DestinationRegister(Register::Reg1),
-        Payload::Base(base),
-        Payload::Offset(offset),
-        Payload::Len(len as u32),
-    ]))
+    gaps::encoded_once(
+        "payload",
+        &[
+            Payload::DestinationRegister(Register::Reg1),
+            Payload::Base(base),
+            Payload::Offset(offset),
+            Payload::Len(len as u32),
+        ],
+    )
 }
 
 /// `[ cmp eq reg 1 VALUE ]`.
@@ -351,11 +356,14 @@ fn equals(value: Vec<u8>) -> ListAttribute<ExpressionAttribute> {
 
 /// `[ cmp OP reg 1 VALUE ]`.
 fn compare(op: Operator, value: Vec<u8>) -> ListAttribute<ExpressionAttribute> {
-    element(Expressions::Cmp(vec![
-        Cmp::SourceRegister(Register::Reg1),
-        Cmp::Op(op),
-        Cmp::Data(DataAttribute::Value(value)),
-    ]))
+    gaps::encoded_once(
+        "cmp",
+        &[
+            Cmp::SourceRegister(Register::Reg1),
+            Cmp::Op(op),
+            Cmp::Data(DataAttribute::Value(value)),
+        ],
+    )
 }
 
 /// `struct nf_nat_ipv4_multi_range_compat` (`rangesize`, one
@@ -378,10 +386,13 @@ fn masquerade_info(family: IpFamily) -> Vec<u8> {
 fn verdict(code: Verdict, chain: Option<&str>) -> ListAttribute<ExpressionAttribute> {
     let mut v = vec![VerdictAttribute::Code(code)];
     v.extend(chain.map(|c| VerdictAttribute::Chain(c.to_string())));
-    element(Expressions::Immediate(vec![
-        Immediate::DestinationRegister(Register::Verdict),
-        Immediate::Data(DataAttribute::Verdict(v)),
-    ]))
+    gaps::encoded_once(
+        "immediate",
+        &[
+            Immediate::DestinationRegister(Register::Verdict),
+            Immediate::Data(DataAttribute::Verdict(v)),
+        ],
+    )
 }
 
 /// `struct nf_nat_range2` of `--to-destination ADDR:PORT`: `flags` =
@@ -408,10 +419,13 @@ fn nat_range2(to: std::net::SocketAddr) -> Vec<u8> {
 fn expressions(rule: &XtRule) -> Result<Vec<ListAttribute<ExpressionAttribute>>, String> {
     let mut out = Vec::new();
     if let Some(p) = rule.protocol {
-        out.push(element(Expressions::Meta(vec![
-            Meta::Key(MetaKey::L4Proto),
-            Meta::DestinationRegister(Register::Reg1),
-        ])));
+        out.push(gaps::encoded_once(
+            "meta",
+            &[
+                Meta::Key(MetaKey::L4Proto),
+                Meta::DestinationRegister(Register::Reg1),
+            ],
+        ));
         out.push(equals(vec![p.name_number().1]));
     }
     let addresses = [
@@ -445,13 +459,16 @@ fn expressions(rule: &XtRule) -> Result<Vec<ListAttribute<ExpressionAttribute>>,
                 .map(|i| (0xff00u16 >> prefix.saturating_sub(8 * i).min(8)) as u8)
                 .collect();
             out.push(load(NETWORK_HEADER, offset, bytes.len()));
-            out.push(element(Expressions::Bitwise(vec![
-                Bitwise::SourceRegister(Register::Reg1),
-                Bitwise::DestinationRegister(Register::Reg1),
-                Bitwise::Length(bytes.len() as u32),
-                Bitwise::Mask(DataAttribute::Value(mask)),
-                Bitwise::Xor(DataAttribute::Value(vec![0; bytes.len()])),
-            ])));
+            out.push(gaps::encoded_once(
+                "bitwise",
+                &[
+                    Bitwise::SourceRegister(Register::Reg1),
+                    Bitwise::DestinationRegister(Register::Reg1),
+                    Bitwise::Length(bytes.len() as u32),
+                    Bitwise::Mask(DataAttribute::Value(mask)),
+                    Bitwise::Xor(DataAttribute::Value(vec![0; bytes.len()])),
+                ],
+            ));
             out.push(compare(op, bytes));
         }
     }
@@ -494,7 +511,10 @@ fn new_rule(table: &str, rule: &XtRule) -> Result<Nfm<RuleMessage>, String> {
         attributes: vec![
             RuleAttribute::Table(table.to_string()),
             RuleAttribute::Chain(rule.chain.clone()),
-            RuleAttribute::Expressions(expressions(rule)?),
+            RuleAttribute::Other(gaps::nested_once(
+                NFTA_RULE_EXPRESSIONS,
+                &expressions(rule)?,
+            )),
             RuleAttribute::Compat(gaps::rule_compat(
                 rule.protocol.map_or(0, |p| p.name_number().1),
             )),
