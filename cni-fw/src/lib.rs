@@ -5,6 +5,10 @@
 //!
 //! Every change is one transaction per backend and family: one
 //! `iptables-restore --noflush` or one `nft -f -`, never a process per rule.
+//! With iptables-nft, most iptables changes are one nf_tables transaction
+//! over netlink instead, with no tool run: the masquerade's ADD (every
+//! family at once) and teardown, the firewall's and portmap's rules, encoded
+//! as iptables-nft 1.8.9 encodes the same text ([`iptables_nft`]).
 //!
 //! All of the workspace's netfilter code is here: the tools' text
 //! ([`iptables`], [`nft`]) and the netlink codecs ([`nf_tables`],
