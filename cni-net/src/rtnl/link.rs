@@ -315,6 +315,13 @@ pub(crate) fn del_message(index: u32) -> Rtm<LinkMessage> {
     Rtm(RTM_DELLINK, m)
 }
 
+/// `RTM_DELLINK` of the link called `name` (index 0: the kernel looks the
+/// name up, as for `RTM_GETLINK`).
+pub(crate) fn del_named_message(name: &str) -> Rtm<LinkMessage> {
+    let Rtm(_, m) = get_message(0, Some(name));
+    Rtm(RTM_DELLINK, m)
+}
+
 impl Netlink {
     // ---- links ----
 
@@ -535,12 +542,21 @@ impl Netlink {
         ok_if_missing(r, &[libc_errno::ENODEV])
     }
 
-    /// Deletes the link called `name` if it exists; returns what it was.
-    pub fn del_link_by_name(&self, name: &str) -> Result<Option<Link>, NetError> {
-        let Some(link) = self.link_by_name(name)? else {
-            return Ok(None);
-        };
-        self.del_link(&link)?;
-        Ok(Some(link))
+    /// Deletes the link called `name` if it exists: true when it did.
+    /// One request, the kernel looking the name up: no `RTM_GETLINK`
+    /// first, whose round trip in a DEL storm waited its turn among 50
+    /// pods' link deletions (issue 30).
+    pub fn del_link_by_name(&self, name: &str) -> Result<bool, NetError> {
+        if name.is_empty() || name.len() > MAX_IFNAME_LEN {
+            return Ok(false);
+        }
+        let r = self
+            .route()
+            .ack(&del_named_message(name), 0, &format!("delete link {name}"));
+        match r {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_errno() == Some(libc_errno::ENODEV) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }

@@ -275,11 +275,12 @@ fn bridge_and_veth_across_namespaces() {
     nl.del_link(&host_end).unwrap();
     assert!(cnl.link_by_name("eth0").unwrap().is_none());
     nl.del_link(&host_end).unwrap();
-    assert!(nl.del_link_by_name("vethab12cd34").unwrap().is_none());
-    assert_eq!(
-        nl.del_link_by_name("cni0").unwrap().unwrap().index,
-        br.index
-    );
+    assert!(!nl.del_link_by_name("vethab12cd34").unwrap());
+    assert!(nl.link_by_index(br.index).unwrap().is_some());
+    assert!(nl.del_link_by_name("cni0").unwrap());
+    assert!(nl.link_by_index(br.index).unwrap().is_none());
+    assert!(!nl.del_link_by_name("").unwrap());
+    assert!(!nl.del_link_by_name(&"x".repeat(16)).unwrap());
     assert_eq!(nl.links().unwrap().len(), 1);
 }
 
@@ -1331,4 +1332,16 @@ fn all_rules_and_routes_in_one_dump() {
     want.extend(nl.rules(IpFamily::V6).unwrap());
     assert_eq!(rules.len(), want.len(), "{rules:?}");
     assert!(rules.iter().any(|r| r.table == 1003));
+}
+
+/// Deleting a link by name is one `RTM_DELLINK` naming it (index 0), no
+/// `RTM_GETLINK` first (issue 30).
+#[test]
+fn del_link_by_name_is_one_request() {
+    let r = captured_one(|nl| nl.del_link_by_name("veth1234"));
+    // RTM_DELLINK, REQUEST|ACK
+    assert_eq!(cap_hdr(&r), (17, 0x1 | 0x4));
+    let p = &r[16..];
+    assert_eq!(&p[..16], &[0u8; 16]);
+    assert_eq!(raw_attrs(&p[16..]), vec![(3, b"veth1234\0".to_vec())]);
 }
