@@ -17,8 +17,8 @@
 //! - netlink-packet-netfilter's (and netlink-packet-core's) emit of a
 //!   nested attribute measures it again at every level above it (and a
 //!   list's twice per element), so a leaf of a rule's expression was
-//!   measured about 20 times: 154 rules (portmap, 50 mappings) cost 20 M
-//!   instructions. [`encoded_once`] has the crate encode each attribute of
+//!   measured about 20 times: portmap's ADD of 154 rules (50 mappings)
+//!   took 20.6 M instructions, 15.4 M with these two. [`encoded_once`] has the crate encode each attribute of
 //!   an expression (its typed `Payload`, `Cmp`, … values) once and carries
 //!   the bytes in `Expressions::Other`; [`nested_once`] encodes a rule's
 //!   list of expressions once, carried as `RuleAttribute::Other`.
