@@ -65,10 +65,10 @@ pub(crate) fn encoded_once<T: Nla>(name: &str, attrs: &[T]) -> ListAttribute<Exp
             let kind = buf
                 .get(2..4)
                 .map_or(0, |k| u16::from_ne_bytes([k[0], k[1]]));
-            DefaultNla::new(
-                kind,
-                buf.get(4..4 + a.value_len()).unwrap_or_default().to_vec(),
-            )
+            // The value in place: no second allocation.
+            buf.truncate(4 + a.value_len());
+            buf.drain(..4.min(buf.len()));
+            DefaultNla::new(kind, buf)
         })
         .collect();
     Expressions::Other {
