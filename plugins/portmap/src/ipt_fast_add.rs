@@ -36,7 +36,8 @@
 //! | instructions | 1.54 M | 2.73 M | 0.56x |
 //!
 //! The nf_tables batch against that `iptables-restore` with iptables-nft
-//! (release builds of 1ae435d and of this change, copied to /tmp;
+//! (release builds of 1ae435d and of this change, copied to /tmp, the
+//! instructions as of 03823ee;
 //! scripts/bench with `RCNI_REF_DIR` at the former, 30 interleaved runs a
 //! side under /work/bench.lock at a load average of 7-9, medians; counts
 //! by `scripts/bench --count`):
@@ -47,14 +48,14 @@
 //! | 50 mappings, wall | 5.84 ms | 7.05 ms | 0.83x |
 //! | processes (plugin + tools) | 1 | 2 | |
 //! | 1 mapping: system calls | 122 | 348 | 0.35x |
-//! | 1 mapping: instructions | 0.91 M | 1.63 M | 0.56x |
+//! | 1 mapping: instructions | 0.89 M | 1.63 M | 0.54x |
 //! | 50 mappings: system calls | 126 | 354 | 0.36x |
-//! | 50 mappings: instructions | 15.4 M | 9.36 M | 1.64x |
+//! | 50 mappings: instructions | 14.5 M | 9.36 M | 1.55x |
 //!
 //! Encoding a rule with netlink-packet-netfilter's types costs about
-//! 95 K instructions (allocations, and the crate's emit measuring nested
-//! attributes again at each level, which `cni_fw::nf_gaps::encoded_once`
-//! already halves), against iptables-restore's C parser: 50 mappings (154
+//! 90 K instructions (allocations, and the crate's emit measuring nested
+//! attributes again at each level, which `cni_fw::nf_gaps`' `encoded_once`
+//! and `nested_once` cut from 20.6 M to 14.5 M for 50 mappings), against iptables-restore's C parser: 50 mappings (154
 //! rules) take more instructions in user space, still less wall time than
 //! starting the tool. The path costs portmap's release binary 21,152
 //! bytes (1,160,640 -> 1,181,792: the rule encoder, which portmap did not
