@@ -39,7 +39,7 @@
 //! compat `match` and `target` and `counter` expressions and the rule's
 //! compat attribute are not typed there and go
 //! through its `Expressions::Other`/`DefaultNla` (listed in
-//! [`crate::nf_gaps`]).
+//! cni-fw's `nf_gaps` module).
 
 use crate::nf_gaps as gaps;
 use crate::nf_tables::NfFamily;
