@@ -84,6 +84,23 @@ impl NfSocket {
         self.0.request(msg, flags, op, each).map(|_| ())
     }
 
+    /// A dump (`msg` with `NLM_F_DUMP`) whose answers must be one
+    /// consistent view, as [`NfSocket::request`] hands them to `each`:
+    /// false when the kernel flags it as interrupted (`NLM_F_DUMP_INTR`: the
+    /// table changed between two parts of the dump, and entries may be
+    /// missing or repeated), and the caller must forget what `each` saw.
+    pub fn dump_consistent<M: NetlinkSerializable>(
+        &mut self,
+        msg: &M,
+        op: &str,
+        each: impl FnMut(&NetlinkHeader, &[u8]) -> Result<(), String>,
+    ) -> Result<bool, NetError> {
+        let outcome = self
+            .0
+            .request(msg, netlink_packet_core::NLM_F_DUMP, op, each)?;
+        Ok(outcome == crate::nl::socket::Outcome::Done)
+    }
+
     /// Sends `msgs` in one datagram between `begin` and `end` (an
     /// nfnetlink batch, which nf_tables applies whole or not at all); only
     /// the last message asks for an ACK, so the answer is the first
