@@ -21,10 +21,12 @@
  *   8 FLOCK  flock(slot a, b) (host-local's lock file)
  *   9 READ   read(slot a, up to b bytes) once (a file's content; what was
  *            read is not used: the kernel's work is the floor's)
+ *  10 UNLINK unlinkat(AT_FDCWD, data = path (NUL-terminated), 0) (host-local's
+ *            release of a reservation)
  * Exits 0, or 1 with "nlfloor: record R error E" on stderr. */
 #if defined(__x86_64__)
 enum { S_READ = 0, S_WRITE = 1, S_CLOSE = 3, S_PWRITE = 18, S_IOCTL = 16, S_FLOCK = 73, S_SOCKET = 41, S_SENDTO = 44,
-       S_RECVFROM = 45, S_EXIT = 60, S_OPENAT = 257, S_SETNS = 308 };
+       S_RECVFROM = 45, S_EXIT = 60, S_OPENAT = 257, S_SETNS = 308, S_UNLINKAT = 263 };
 static long sys6(long n, long a, long b, long c, long d, long e, long f) {
     long r;
     register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
@@ -34,7 +36,7 @@ static long sys6(long n, long a, long b, long c, long d, long e, long f) {
 }
 #elif defined(__aarch64__)
 enum { S_READ = 63, S_WRITE = 64, S_CLOSE = 57, S_PWRITE = 68, S_IOCTL = 29, S_FLOCK = 32, S_SOCKET = 198, S_SENDTO = 206,
-       S_RECVFROM = 207, S_EXIT = 93, S_OPENAT = 56, S_SETNS = 268 };
+       S_RECVFROM = 207, S_EXIT = 93, S_OPENAT = 56, S_SETNS = 268, S_UNLINKAT = 35 };
 static long sys6(long n, long a, long b, long c, long d, long e, long f) {
     register long x8 __asm__("x8") = n, x0 __asm__("x0") = a, x1 __asm__("x1") = b,
         x2 __asm__("x2") = c, x3 __asm__("x3") = d, x4 __asm__("x4") = e, x5 __asm__("x5") = f;
@@ -128,6 +130,8 @@ void _start(void) {
         } else if (op == 9) {
             if ((r = sys6(S_READ, slot[a], (long)ans, b < sizeof ans ? b : sizeof ans, 0, 0, 0)) < 0)
                 fail(rec, r);
+        } else if (op == 10) {
+            if ((r = sys6(S_UNLINKAT, -100, (long)d, 0, 0, 0, 0)) < 0) fail(rec, r);
         } else if (op == 4 || op == 5) {
             r = sys6(S_IOCTL, slot[a], b, op == 4 ? (long)d : (long)rd(d), 0, 0, 0);
             if (r < 0) fail(rec, r);
