@@ -1605,3 +1605,43 @@ fn dd_dels_killed_at_random_moments_never_make_the_index_lie() {
     }
     assert!(d.reservations().is_empty());
 }
+
+/// The network's lock file is opened without following a symlink planted
+/// in its place (and a FIFO there does not block the open): ADD fails
+/// naming the file, and neither the link's target nor anything else is
+/// touched.
+#[test]
+fn lk_a_planted_lock_file_is_not_followed() {
+    use std::os::unix::fs::symlink;
+    use std::time::Duration;
+    let d = DataDir::new("lksym");
+    let conf = d.conf("1.1.0", json!({"subnet": "10.196.1.0/24"}));
+    assert_eq!(
+        result_ips(&add(&conf, "lk-c1", "eth0").ok()),
+        ["10.196.1.2/24"]
+    );
+    let net = d.net_dir();
+    let lock = net.join("lock");
+    let target = d.path().join("target");
+    std::fs::write(&target, "untouched").unwrap();
+    std::fs::remove_file(&lock).unwrap();
+    symlink(&target, &lock).unwrap();
+    let out = invocation(&ours(), "ADD", &conf, "lk-c2", "eth0")
+        .timeout(Duration::from_secs(10))
+        .run();
+    assert_eq!(out.signal, None, "{out:?}");
+    assert!(
+        rcni_tests::error_msg(&out.err()).contains("lock file"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
+    assert!(!net.join("10.196.1.3").exists());
+
+    // A FIFO in its place: the open does not wait for a writer.
+    std::fs::remove_file(&lock).unwrap();
+    nix::unistd::mkfifo(&lock, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let out = invocation(&ours(), "DEL", &conf, "lk-c1", "eth0")
+        .timeout(Duration::from_secs(10))
+        .run();
+    assert_eq!(out.signal, None, "{out:?}");
+}

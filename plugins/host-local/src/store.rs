@@ -98,9 +98,22 @@ pub enum Sync {
     Full,
 }
 
+/// The lock file's flags: a symlink planted in its place is not followed
+/// (an error, not a lock on its target) and a FIFO does not block the open.
+fn lock_flags() -> i32 {
+    (nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits()
+}
+
+fn open_existing_lock(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(lock_flags())
+        .open(path)
+}
+
 fn open_lock(dir: &Path) -> Result<File, CniError> {
     let path = dir.join(LOCK_FILE);
-    match File::open(&path) {
+    match open_existing_lock(&path) {
         Ok(f) => Ok(f),
         Err(e) if e.kind() == ErrorKind::NotFound => OpenOptions::new()
             .read(true)
@@ -108,6 +121,7 @@ fn open_lock(dir: &Path) -> Result<File, CniError> {
             .create(true)
             .truncate(false)
             .mode(0o750)
+            .custom_flags(lock_flags())
             .open(&path)
             .map_err(|e| io_err("failed to create lock file", &path, e)),
         Err(e) => Err(io_err("failed to open lock file", &path, e)),
@@ -170,7 +184,7 @@ impl Store {
             return Ok(None);
         }
         let path = dir.join(LOCK_FILE);
-        let lock = match File::open(&path) {
+        let lock = match open_existing_lock(&path) {
             Ok(f) => Some(f),
             Err(e) if e.kind() == ErrorKind::NotFound => None,
             Err(e) => return Err(io_err("failed to open lock file", &path, e)),
