@@ -55,8 +55,8 @@ pub use netns::NetNs;
 pub use nfnetlink::NfSocket;
 pub use rtnl::{
     Addr, AddrFlags, BridgeOpts, ChildKind, ChildOpts, IpFamily, IpvlanMode, Link, LinkExtras,
-    MAX_IFNAME_LEN, Mac, MacvlanMode, Netlink, Route, Rule, TABLE_MAIN, VethOpts, addr_flags,
-    bridge_vlan, scope, tc, veth_mtu,
+    LinkSet, MAX_IFNAME_LEN, Mac, MacvlanMode, Netlink, Route, Rule, TABLE_MAIN, VethOpts,
+    addr_flags, bridge_vlan, scope, tc, veth_mtu,
 };
 
 // The tests' skips and feature ledger, shared with the integration tests.

@@ -93,20 +93,29 @@ impl StateFile {
     /// Writes the file (mode 0600) through a temporary file and a rename.
     /// Missing directories are made 0700. The temporary file is created
     /// anew (`O_EXCL`): whatever had its name (a killed ADD's, a symlink)
-    /// is unlinked first, never written through.
+    /// is unlinked first, never written through. The directory is made and
+    /// the name unlinked only when the first create says they need to be
+    /// (the common case, an existing directory and no leftover, is one
+    /// `open`).
     pub fn write(&self, contents: &[u8]) -> Result<(), CniError> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-            .map_err(|e| io_err("create backup directory", &self.dir, e))?;
-        remove_if_present(&self.tmp)?;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&self.tmp)
-            .map_err(|e| io_err("create", &self.tmp, e))?;
+        let mut f = match self.create_tmp() {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&self.dir)
+                    .map_err(|e| io_err("create backup directory", &self.dir, e))?;
+                self.create_tmp()
+                    .map_err(|e| io_err("create", &self.tmp, e))?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                remove_if_present(&self.tmp)?;
+                self.create_tmp()
+                    .map_err(|e| io_err("create", &self.tmp, e))?
+            }
+            Err(e) => return Err(io_err("create", &self.tmp, e)),
+        };
         f.write_all(contents)
             .map_err(|e| io_err("write", &self.tmp, e))?;
         drop(f);
@@ -114,6 +123,15 @@ impl StateFile {
             let _ = std::fs::remove_file(&self.tmp);
             io_err("save", &self.path, e)
         })
+    }
+
+    /// Creates the temporary file, new (`O_CREAT | O_EXCL`, 0600).
+    fn create_tmp(&self) -> std::io::Result<std::fs::File> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&self.tmp)
     }
 
     /// Removes the file (and a temporary one a killed ADD left); already
@@ -194,6 +212,14 @@ mod tests {
         assert_eq!(mode(f.path()), 0o600);
         assert_eq!(mode(&nested), 0o700);
         assert_eq!(mode(&dir.join("a")), 0o700);
+        // A killed ADD's temporary file is replaced, not written through.
+        let tmp = nested.join(".cid_1_eth0.json.tmp");
+        std::fs::write(&tmp, b"killed").unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        f.write(b"{}").unwrap();
+        assert_eq!(f.read().unwrap().unwrap(), b"{}");
+        assert_eq!(mode(f.path()), 0o600);
+        assert!(!tmp.exists());
         assert_eq!(tmp_target(".cid_1_eth0.json.tmp"), Some("cid_1_eth0.json"));
         assert_eq!(tmp_target("cid_1_eth0.json"), None);
         f.remove().unwrap();

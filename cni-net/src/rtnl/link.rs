@@ -183,6 +183,129 @@ mod veth_mtu_tests {
     }
 }
 
+/// Link attributes changed together in one `RTM_SETLINK` (`ip link set DEV
+/// address A mtu M promisc on allmulticast off txqueuelen Q`): what
+/// tuning changes on an interface. `None` leaves an attribute as it is.
+/// The kernel applies them in its own order (address, MTU, flags, queue
+/// length) and stops at the first failure, keeping what it changed before
+/// it: a caller that must name the failing attribute retries them one by
+/// one (each set is idempotent).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkSet {
+    /// The MAC address.
+    pub mac: Option<Mac>,
+    /// The MTU.
+    pub mtu: Option<u32>,
+    /// Promiscuous mode.
+    pub promisc: Option<bool>,
+    /// All-multicast mode.
+    pub allmulti: Option<bool>,
+    /// The transmit queue length.
+    pub txqlen: Option<u32>,
+}
+
+impl LinkSet {
+    /// The changes as `ip link set` words (" address A mtu M ...").
+    fn describe(&self) -> String {
+        let onoff = |b: bool| if b { "on" } else { "off" };
+        let mut d = String::new();
+        if let Some(mac) = self.mac {
+            d += &format!(" address {mac}");
+        }
+        if let Some(mtu) = self.mtu {
+            d += &format!(" mtu {mtu}");
+        }
+        if let Some(on) = self.promisc {
+            d += &format!(" promisc {}", onoff(on));
+        }
+        if let Some(on) = self.allmulti {
+            d += &format!(" allmulticast {}", onoff(on));
+        }
+        if let Some(q) = self.txqlen {
+            d += &format!(" txqueuelen {q}");
+        }
+        d
+    }
+
+    /// How many attributes it changes.
+    pub fn count(&self) -> usize {
+        usize::from(self.mac.is_some())
+            + usize::from(self.mtu.is_some())
+            + usize::from(self.promisc.is_some())
+            + usize::from(self.allmulti.is_some())
+            + usize::from(self.txqlen.is_some())
+    }
+}
+
+/// The one `RTM_SETLINK` of link `index` that makes every change of `s`.
+pub(crate) fn link_set_message(index: u32, s: &LinkSet) -> Rtm<LinkMessage> {
+    let mut flags = LinkFlags::empty();
+    let mut change = LinkFlags::empty();
+    for (on, flag) in [
+        (s.promisc, LinkFlags::Promisc),
+        (s.allmulti, LinkFlags::Allmulti),
+    ] {
+        if let Some(on) = on {
+            change |= flag;
+            if on {
+                flags |= flag;
+            }
+        }
+    }
+    let mut m = link_message(index, flags, change);
+    if let Some(mac) = s.mac {
+        m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
+    }
+    if let Some(mtu) = s.mtu {
+        m.attributes.push(LinkAttribute::Mtu(mtu));
+    }
+    if let Some(q) = s.txqlen {
+        m.attributes.push(LinkAttribute::TxQueueLen(q));
+    }
+    Rtm(RTM_SETLINK, m)
+}
+
+#[cfg(test)]
+mod link_set_tests {
+    use super::*;
+
+    #[test]
+    fn one_message_holds_every_change() {
+        let s = LinkSet {
+            mac: Some(Mac([2, 0x11, 0x22, 0x33, 0x44, 0x55])),
+            mtu: Some(1400),
+            promisc: Some(true),
+            allmulti: Some(false),
+            txqlen: Some(500),
+        };
+        assert_eq!(s.count(), 5);
+        assert_eq!(
+            s.describe(),
+            " address 02:11:22:33:44:55 mtu 1400 promisc on allmulticast off txqueuelen 500"
+        );
+        let Rtm(kind, m) = link_set_message(7, &s);
+        assert_eq!(kind, RTM_SETLINK);
+        assert_eq!(m.header.index, 7);
+        assert_eq!(m.header.flags, LinkFlags::Promisc);
+        assert_eq!(
+            m.header.change_mask,
+            LinkFlags::Promisc | LinkFlags::Allmulti
+        );
+        assert_eq!(
+            m.attributes,
+            vec![
+                LinkAttribute::Address(vec![2, 0x11, 0x22, 0x33, 0x44, 0x55]),
+                LinkAttribute::Mtu(1400),
+                LinkAttribute::TxQueueLen(500),
+            ]
+        );
+        // Nothing asked, nothing changed: no flag in the change mask.
+        let Rtm(_, m) = link_set_message(7, &LinkSet::default());
+        assert_eq!(LinkSet::default().count(), 0);
+        assert!(m.header.change_mask.is_empty() && m.attributes.is_empty());
+    }
+}
+
 /// How to create a veth pair with one request. The local end is created in
 /// this handle's namespace; the peer directly in `peer_ns`.
 #[derive(Debug, Clone, Default)]
@@ -500,6 +623,12 @@ impl Netlink {
         let m = set_message(link.index, vec![LinkAttribute::TxQueueLen(qlen)]);
         let op = format!("set txqueuelen {qlen} on {}", link.name);
         self.route().ack(&m, 0, &op)
+    }
+
+    /// Makes every change of `s` in one request (see [`LinkSet`]).
+    pub fn set_link(&self, link: &Link, s: &LinkSet) -> Result<(), NetError> {
+        let op = format!("set{} on {}", s.describe(), link.name);
+        self.route().ack(&link_set_message(link.index, s), 0, &op)
     }
 
     /// Moves a link into another namespace.

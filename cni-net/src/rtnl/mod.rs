@@ -37,7 +37,7 @@ mod vrf;
 pub use addr::Addr;
 pub use addr_flags::AddrFlags;
 pub use child::{ChildKind, ChildOpts, IpvlanMode, LinkExtras, MacvlanMode};
-pub use link::{BridgeOpts, Link, VethOpts, veth_mtu};
+pub use link::{BridgeOpts, Link, LinkSet, VethOpts, veth_mtu};
 pub use route::Route;
 pub use rule::Rule;
 

@@ -3,7 +3,7 @@
 
 use crate::config::{Tuning, parse_go_mac};
 use crate::state::Saved;
-use cni_net::{Link, Mac, NetError, Netlink, sysctl};
+use cni_net::{Link, LinkSet, Mac, NetError, Netlink, sysctl};
 use cni_plugin::NetResult;
 use cni_skel::CniError;
 
@@ -60,6 +60,16 @@ pub fn apply(nl: &Netlink, conf: &Tuning, link: &Link) -> Result<(), CniError> {
     for s in &conf.sysctls {
         sysctl::write(&s.path, &s.value).cni()?;
     }
+    let all = LinkSet {
+        mac: conf.mac,
+        mtu: conf.mtu,
+        promisc: conf.parsed.promisc.then_some(true),
+        allmulti: conf.parsed.allmulti,
+        txqlen: conf.txqlen,
+    };
+    if at_once(nl, link, &all) {
+        return Ok(());
+    }
     if let Some(mac) = conf.mac {
         nl.set_mac(link, mac).cni()?;
     }
@@ -78,6 +88,25 @@ pub fn apply(nl: &Netlink, conf: &Tuning, link: &Link) -> Result<(), CniError> {
     Ok(())
 }
 
+/// Makes two or more link changes in one request (one round trip and one
+/// notification instead of one each): whether it did. When it did not
+/// (one change, or the kernel refused one), the caller makes them one by
+/// one in the reference's order, which names the change that fails and
+/// stops (or goes on) where the reference does; the ones the kernel made
+/// before its refusal are made again, which changes nothing.
+fn at_once(nl: &Netlink, link: &Link, changes: &LinkSet) -> bool {
+    if changes.count() < 2 {
+        return false;
+    }
+    match nl.set_link(link, changes) {
+        Ok(()) => true,
+        Err(e) => {
+            log::debug!("{e}; one change at a time");
+            false
+        }
+    }
+}
+
 /// Puts `saved` back, everything that can be: the link's attributes in the
 /// reference's order (MTU, MAC, promiscuous, all-multicast, queue length)
 /// when the link is there, then the sysctls. A sysctl that no longer
@@ -91,16 +120,26 @@ pub fn restore(nl: &Netlink, ifname: &str, saved: &Saved) -> Vec<String> {
     };
     match nl.link_by_name(ifname) {
         Ok(Some(link)) => {
+            let all = LinkSet {
+                mtu: (saved.mtu != 0).then_some(saved.mtu),
+                mac: saved_mac(&saved.mac),
+                promisc: saved.promisc,
+                allmulti: saved.allmulti,
+                txqlen: saved.txqlen,
+            };
+            // A saved MAC that does not parse goes the slow way, which
+            // reports it.
+            let all_parsed = saved.mac.is_empty() || all.mac.is_some();
+            if all_parsed && at_once(nl, &link, &all) {
+                return restore_sysctls(saved, errors);
+            }
             if saved.mtu != 0 {
                 note("MTU", nl.set_mtu(&link, saved.mtu));
             }
             if !saved.mac.is_empty() {
-                let mac = parse_go_mac(&saved.mac)
-                    .and_then(|b| <[u8; 6]>::try_from(b).ok())
-                    .map(Mac)
-                    .ok_or_else(|| {
-                        NetError::other(format!("parse MAC {:?}", saved.mac), "invalid MAC address")
-                    });
+                let mac = saved_mac(&saved.mac).ok_or_else(|| {
+                    NetError::other(format!("parse MAC {:?}", saved.mac), "invalid MAC address")
+                });
                 note("MAC address", mac.and_then(|m| nl.set_mac(&link, m)));
             }
             if let Some(on) = saved.promisc {
@@ -117,10 +156,24 @@ pub fn restore(nl: &Netlink, ifname: &str, saved: &Saved) -> Vec<String> {
         Ok(None) => {}
         Err(e) => note(&format!("link {ifname}"), Err(e)),
     }
+    restore_sysctls(saved, errors)
+}
+
+/// A saved MAC as the link takes it; `None` when it does not parse.
+fn saved_mac(text: &str) -> Option<Mac> {
+    parse_go_mac(text)
+        .and_then(|b| <[u8; 6]>::try_from(b).ok())
+        .map(Mac)
+}
+
+/// The sysctls part of [`restore`], after the link's: adds its failures
+/// to `errors` and returns them all.
+fn restore_sysctls(saved: &Saved, mut errors: Vec<String>) -> Vec<String> {
     for (path, value) in &saved.sysctl {
         match sysctl::write(path, value) {
             Err(e) if e.is_not_found() => {}
-            r => note(&format!("sysctl {path}"), r.map(|_| ())),
+            Err(e) => errors.push(format!("failed to restore sysctl {path}: {e}")),
+            Ok(_) => {}
         }
     }
     errors
