@@ -70,6 +70,13 @@ pub fn exec_plugin(plugin: &Path, stdin: &[u8], args: &InvokeArgs) -> Result<Vec
     }
 }
 
+/// What any pipe holds (`PIPE_BUF`, one page: even a pipe of a user over
+/// `pipe-user-pages-soft` has it), so a config this small goes into the
+/// new, empty pipe whole without blocking, before the plugin runs and
+/// without a thread (every thread a process starts makes its later memory
+/// unmaps interrupt the other CPU). A chain's configs are a few KB at most.
+const PIPE_MIN_CAPACITY: usize = 4096;
+
 fn run_once(
     plugin: &Path,
     stdin: &[u8],
@@ -82,9 +89,16 @@ fn run_once(
         .stderr(Stdio::piped())
         .spawn()?;
     let pipe = child.stdin.take();
+    if stdin.len() <= PIPE_MIN_CAPACITY {
+        if let Some(mut pipe) = pipe {
+            // A plugin that exits without reading closed the pipe: not our error.
+            let _ = pipe.write_all(stdin);
+        }
+        return child.wait_with_output();
+    }
     let data = stdin.to_vec();
-    // Feed stdin from a thread, so a plugin that writes before it reads
-    // (or never reads) cannot dead-lock us.
+    // A larger config is fed from a thread, so a plugin that writes before
+    // it reads (or never reads) cannot dead-lock us.
     let writer = std::thread::spawn(move || {
         if let Some(mut pipe) = pipe {
             let _ = pipe.write_all(&data);
@@ -168,6 +182,19 @@ mod tests {
             e.msg
         );
         assert_eq!(e.code, 0);
+    }
+
+    /// `cat` writes what it reads: a config larger than a pipe holds
+    /// (fed from a thread) and a small one (written before the wait) both
+    /// come back whole, neither side waiting on the other.
+    #[test]
+    fn stdin_of_any_size_reaches_the_plugin() {
+        let cat = Path::new("/bin/cat");
+        for len in [0, 1, PIPE_MIN_CAPACITY, PIPE_MIN_CAPACITY + 1, 1 << 20] {
+            let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let out = exec_plugin(cat, &data, &InvokeArgs::default()).unwrap();
+            assert!(out == data, "{len} bytes");
+        }
     }
 
     #[test]
