@@ -134,6 +134,75 @@ pub fn write(key: &str, value: &str) -> Result<bool, NetError> {
     Ok(true)
 }
 
+/// A sysctl opened once to read its value and later write a new one: what
+/// [`read`] then [`write`] do with one open (and one read) instead of two.
+/// Where the file cannot be opened for writing (a read-only `/proc/sys`),
+/// it is read, and [`Held::set`] of an equal value is still success.
+#[derive(Debug)]
+pub struct Held {
+    path: PathBuf,
+    file: Option<File>,
+    denied: Option<std::io::Error>,
+    value: String,
+}
+
+/// Opens the sysctl behind `key` for reading and writing, and reads it.
+/// Fails as [`read`] would.
+pub fn hold(key: &str) -> Result<Held, NetError> {
+    let p = path(key)?;
+    let read_err = |e| NetError::io(format!("read {}", p.display()), e);
+    let (mut f, writable, denied) = match open(&p, true) {
+        Ok(f) => (f, true, None),
+        Err(e)
+            if matches!(
+                e.raw_os_error().map(Errno::from_raw),
+                Some(Errno::EROFS | Errno::EACCES)
+            ) =>
+        {
+            (open(&p, false).map_err(read_err)?, false, Some(e))
+        }
+        Err(e) => return Err(read_err(e)),
+    };
+    let value = read_value(&mut f).map_err(read_err)?;
+    Ok(Held {
+        file: writable.then_some(f),
+        path: p,
+        denied,
+        value,
+    })
+}
+
+impl Held {
+    /// The value it had when opened (or last set), without the newline.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// Writes `value` unless the sysctl holds it already (as [`write`]):
+    /// whether it wrote.
+    pub fn set(&mut self, value: &str) -> Result<bool, NetError> {
+        if self.value.trim() == value.trim() {
+            return Ok(false);
+        }
+        let write_err = |e| NetError::io(format!("write {value:?} to {}", self.path.display()), e);
+        let Some(f) = &self.file else {
+            let e = self
+                .denied
+                .take()
+                .unwrap_or_else(|| std::io::ErrorKind::PermissionDenied.into());
+            return Err(write_err(e));
+        };
+        log::debug!(
+            "sysctl {} = {value} (was {})",
+            self.path.display(),
+            self.value
+        );
+        f.write_all_at(value.as_bytes(), 0).map_err(write_err)?;
+        self.value = value.to_string();
+        Ok(true)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +297,44 @@ mod tests {
         assert!(!same.unwrap());
         let e = other.unwrap_err().to_string();
         assert!(e.starts_with("write \"rcni-no-such\" to /proc/sys/"), "{e}");
+    }
+
+    #[test]
+    fn held_sysctls_read_and_write_as_read_and_write_do() {
+        if skip_unless_root("sysctl::held_sysctls_read_and_write_as_read_and_write_do") {
+            return;
+        }
+        let ns = NetNs::new_anonymous().unwrap();
+        ns.run(|| {
+            let key = "net/ipv4/conf/lo/rp_filter";
+            let mut h = hold(key).unwrap();
+            assert_eq!(h.value(), read(key).unwrap());
+            let other = if h.value() == "2" { "1" } else { "2" };
+            assert!(h.set(other).unwrap());
+            assert_eq!(read(key).unwrap(), other);
+            assert_eq!(h.value(), other);
+            assert!(!h.set(other).unwrap(), "an unchanged value is not written");
+            // Missing: the error read gives.
+            let e = hold("net/ipv4/conf/nosuchdev/forwarding").unwrap_err();
+            assert!(e.is_not_found(), "{e}");
+            assert_eq!(
+                e.to_string(),
+                read("net/ipv4/conf/nosuchdev/forwarding")
+                    .unwrap_err()
+                    .to_string()
+            );
+            // Not writable (0444): read; an equal value is success, another
+            // the error write gives.
+            let key = "net/ipv4/tcp_available_congestion_control";
+            let mut h = hold(key).unwrap();
+            let current = h.value().to_string();
+            assert_eq!(current, read(key).unwrap());
+            assert!(!h.set(&current).unwrap());
+            assert_eq!(
+                h.set("rcni-no-such").unwrap_err().to_string(),
+                write(key, "rcni-no-such").unwrap_err().to_string()
+            );
+        })
+        .unwrap();
     }
 }

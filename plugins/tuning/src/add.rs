@@ -23,7 +23,7 @@ pub fn add(args: &CmdArgs) -> CmdResult {
     ns.run(|| -> Result<(), CniError> {
         let nl = Netlink::host().cni()?;
         let link = tune::must_link(&nl, &args.ifname)?;
-        let before = tune::current(&conf, &link)?;
+        let (before, mut held) = tune::current(&conf, &link)?;
         // A file from an earlier ADD holds the originals: keep them (an
         // unreadable one is replaced).
         let earlier = state::load(&file)?.and_then(Result::ok);
@@ -31,7 +31,7 @@ pub fn add(args: &CmdArgs) -> CmdResult {
         saved.fill_from(&before);
         saved.network.clone_from(&conf.parsed.network);
         state::save(&file, &saved)?;
-        if let Err(e) = tune::apply(&nl, &conf, &link) {
+        if let Err(e) = tune::apply(&nl, &conf, &link, &mut held) {
             let undo = tune::restore(&nl, &args.ifname, &before);
             let file_undo = match &earlier {
                 Some(s) => state::save(&file, s),

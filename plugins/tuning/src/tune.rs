@@ -14,21 +14,20 @@ pub fn must_link(nl: &Netlink, ifname: &str) -> Result<Link, CniError> {
         .ok_or_else(|| CniError::internal(format!("failed to get {ifname:?}: Link not found")))
 }
 
-/// A sysctl's value, or an error naming its file.
-fn read_sysctl(path: &str) -> Result<String, CniError> {
-    sysctl::read(path).map_err(cni_plugin::net_error)
-}
-
 /// The current values of everything `conf` changes: what DEL must put
-/// back, and what a failed ADD goes back to. Fails, before anything is
-/// changed, on a sysctl that does not exist or a MAC the link cannot take.
-pub fn current(conf: &Tuning, link: &Link) -> Result<Saved, CniError> {
+/// back, and what a failed ADD goes back to; and the configured sysctls,
+/// open, for [`apply`] to write. Fails, before anything is changed, on a
+/// sysctl that does not exist or a MAC the link cannot take.
+pub fn current(conf: &Tuning, link: &Link) -> Result<(Saved, Vec<sysctl::Held>), CniError> {
     let mut now = Saved {
         network: conf.parsed.network.clone(),
         ..Saved::default()
     };
+    let mut held = Vec::with_capacity(conf.sysctls.len());
     for s in &conf.sysctls {
-        now.sysctl.insert(s.path.clone(), read_sysctl(&s.path)?);
+        let h = sysctl::hold(&s.path).map_err(cni_plugin::net_error)?;
+        now.sysctl.insert(s.path.clone(), h.value().to_string());
+        held.push(h);
     }
     if conf.mac.is_some() {
         if parse_go_mac(&link.mac).is_none_or(|b| b.len() != 6) {
@@ -51,14 +50,20 @@ pub fn current(conf: &Tuning, link: &Link) -> Result<Saved, CniError> {
     if conf.txqlen.is_some() {
         now.txqlen = Some(link.txqlen);
     }
-    Ok(now)
+    Ok((now, held))
 }
 
 /// Applies `conf` in the reference's order: sysctls, MAC, promiscuous
 /// mode, MTU, all-multicast, queue length. Stops at the first error.
-pub fn apply(nl: &Netlink, conf: &Tuning, link: &Link) -> Result<(), CniError> {
-    for s in &conf.sysctls {
-        sysctl::write(&s.path, &s.value).cni()?;
+/// `held` are `conf`'s sysctls as [`current`] opened them.
+pub fn apply(
+    nl: &Netlink,
+    conf: &Tuning,
+    link: &Link,
+    held: &mut [sysctl::Held],
+) -> Result<(), CniError> {
+    for (s, h) in conf.sysctls.iter().zip(held) {
+        h.set(&s.value).cni()?;
     }
     let all = LinkSet {
         mac: conf.mac,
