@@ -21,12 +21,25 @@ pub fn del(args: &CmdArgs) -> CmdResult {
         Some(path) => cni_plugin::netns::open_if_present(path)?,
     };
     // IPAM DEL before the link goes (dhcp releases its lease from it).
-    let (ipam, link) = delegate::del_ipam_and_link(args, conf.layer3, || {
-        ns.as_ref().map_or(Ok(()), |ns| {
+    // The masquerade's rules go just before the link (after an IPAM that
+    // may need the link, as the link itself): their nf_tables commit
+    // leaves the kernel a grace period to wait before it frees them, which
+    // then runs during the link deletion's own waits instead of in this
+    // process's exit (issue 30).
+    let (ipam, (masq, link)) = delegate::del_ipam_and_link(args, conf.layer3, || {
+        let masq = (conf.layer3 && conf.ip_masq).then(|| {
+            masq::teardown(Attachment {
+                network: &conf.network,
+                ifname: &args.ifname,
+                container_id: &args.container_id,
+            })
+        });
+        let link = ns.as_ref().map_or(Ok(()), |ns| {
             Netlink::for_ns(ns)
                 .and_then(|nl| nl.del_link_by_name(&args.ifname))
                 .map(|_| ())
-        })
+        });
+        (masq, link)
     });
     let mut steps = Teardown::of([ipam, link.map_err(cni_plugin::net_error)]);
     if conf.mac_spoof_chk {
@@ -35,13 +48,8 @@ pub fn del(args: &CmdArgs) -> CmdResult {
             log::warn!("{}", e.msg);
         }
     }
-    if conf.layer3 && conf.ip_masq {
-        let att = Attachment {
-            network: &conf.network,
-            ifname: &args.ifname,
-            container_id: &args.container_id,
-        };
-        steps.step(masq::teardown(att));
+    if let Some(masq) = masq {
+        steps.step(masq);
     }
     steps.finish()?;
     Ok(Output::Nothing)

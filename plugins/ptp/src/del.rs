@@ -6,25 +6,33 @@ use cni_net::Netlink;
 use cni_skel::teardown::Teardown;
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, delegate};
 
-/// DEL: IPAM DEL, then the container link ([`delegate::del_ipam_and_link`]:
-/// as in the reference, since dhcp releases its lease from the link),
-/// then the masquerade rules
-/// (which need no addresses, so they go even when the netns is gone).
-/// IPAM's error comes first, as in the reference.
+/// DEL: IPAM DEL, then the masquerade rules (which need no addresses, so
+/// they go even when the netns is gone) and the container link
+/// ([`delegate::del_ipam_and_link`]: as in the reference, since dhcp
+/// releases its lease from the link). The rules go just before the link:
+/// their nf_tables commit leaves the kernel a grace period to wait before
+/// it frees them, which then runs during the link deletion's own waits
+/// instead of in this process's exit (issue 30).
+/// IPAM's error comes first, then the link's, as in the reference.
 pub fn del(args: &CmdArgs) -> CmdResult {
     let conf = config::load(args)?;
-    let (ipam, link) = delegate::del_ipam_and_link(args, true, || match args.netns.as_deref() {
-        Some(path) => del_container_link(path, &args.ifname),
-        None => Ok(()),
+    let (ipam, (masq, link)) = delegate::del_ipam_and_link(args, true, || {
+        let masq = conf.ip_masq.then(|| {
+            masq::teardown(Attachment {
+                network: &conf.name,
+                ifname: &args.ifname,
+                container_id: &args.container_id,
+            })
+        });
+        let link = match args.netns.as_deref() {
+            Some(path) => del_container_link(path, &args.ifname),
+            None => Ok(()),
+        };
+        (masq, link)
     });
     let mut steps = Teardown::of([ipam, link]);
-    if conf.ip_masq {
-        let att = Attachment {
-            network: &conf.name,
-            ifname: &args.ifname,
-            container_id: &args.container_id,
-        };
-        steps.step(masq::teardown(att));
+    if let Some(masq) = masq {
+        steps.step(masq);
     }
     steps.finish()?;
     Ok(Output::Nothing)
