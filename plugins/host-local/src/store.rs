@@ -132,6 +132,12 @@ impl Store {
     /// Opens the network directory `dir` for writing, creating it (mode
     /// 0755, parents included) and its lock file as needed.
     pub fn create(dir: &Path) -> Result<Store, CniError> {
+        // Every ADD but a network's first finds the lock file: opened, it
+        // proves the directory is there (no mkdir, which fails with EEXIST
+        // under the parent's lock, and no stat of the directory).
+        if let Ok(lock) = File::open(dir.join(LOCK_FILE)) {
+            return Ok(Store::new(dir, Some(lock), true));
+        }
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
