@@ -207,12 +207,16 @@ pub struct NewLink<'a> {
 }
 
 /// Where the addresses come from.
-#[derive(Debug, Clone)]
-pub enum Addressing {
+#[derive(Debug)]
+pub enum Addressing<'a> {
     /// None: the link is set up, the result has no IPs.
     L2,
     /// ADD on the config's IPAM plugin.
     Ipam,
+    /// ADD on the config's IPAM plugin, started by the caller
+    /// ([`IpamJob::early`]) before it opened the namespace and looked
+    /// the parent up, so that the child's start-up overlaps them too.
+    Started(IpamJob<'a>),
     /// A previous plugin's result (ipvlan chained on it).
     Prev(CniResult),
 }
@@ -233,11 +237,11 @@ pub struct L3Opts {
 /// made, when it needs no link: [`IpamJob::early`]), the link (then
 /// IPAM, for one that may use it), then its configuration. Any failure
 /// undoes all of it.
-pub fn add(
-    args: &CmdArgs,
+pub fn add<'a>(
+    args: &'a CmdArgs,
     cx: &Ctx,
     new: &NewLink<'_>,
-    addressing: Addressing,
+    addressing: Addressing<'a>,
     opts: &L3Opts,
 ) -> Result<CniResult, CniError> {
     add_with(
@@ -255,10 +259,10 @@ pub fn add(
 /// fails: host-device moves a host device in and back out; tap makes its
 /// device by ioctl.
 #[inline]
-pub fn add_with(
-    args: &CmdArgs,
+pub fn add_with<'a>(
+    args: &'a CmdArgs,
     cx: &Ctx,
-    addressing: Addressing,
+    addressing: Addressing<'a>,
     opts: &L3Opts,
     place: impl FnOnce() -> Result<Link, CniError>,
     remove: impl Fn(&Link) -> Result<(), CniError>,
@@ -268,6 +272,7 @@ pub fn add_with(
     // (after the link's removal), the job undoes itself.
     let (mut ipam, prev) = match addressing {
         Addressing::Ipam => (Some(IpamJob::early(args)?), None),
+        Addressing::Started(job) => (Some(job), None),
         Addressing::Prev(r) => (None, Some(r)),
         Addressing::L2 => (None, None),
     };
