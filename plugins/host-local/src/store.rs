@@ -135,7 +135,7 @@ impl Store {
         // Every ADD but a network's first finds the lock file: opened, it
         // proves the directory is there (no mkdir, which fails with EEXIST
         // under the parent's lock, and no stat of the directory).
-        if let Ok(lock) = File::open(dir.join(LOCK_FILE)) {
+        if let Ok(lock) = open_existing_lock(&dir.join(LOCK_FILE)) {
             return Ok(Store::new(dir, Some(lock), true));
         }
         fs::DirBuilder::new()
