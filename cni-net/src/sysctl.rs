@@ -102,36 +102,13 @@ fn read_value(f: &mut File) -> std::io::Result<String> {
 
 /// Writes `value` unless the sysctl already holds it. Returns whether it wrote.
 ///
-/// One open for both: read, then (if different) write at offset 0 (with
-/// `kernel.sysctl_writes_strict`, the default, a write elsewhere is
-/// ignored). Where the file cannot be opened for writing (a read-only
-/// `/proc/sys`), an equal value is still success, as it needs no write.
+/// One open for both ([`hold`], then [`Held::set`]): read, then (if
+/// different) write at offset 0 (with `kernel.sysctl_writes_strict`, the
+/// default, a write elsewhere is ignored). Where the file cannot be opened
+/// for writing (a read-only `/proc/sys`), an equal value is still success,
+/// as it needs no write.
 pub fn write(key: &str, value: &str) -> Result<bool, NetError> {
-    let p = path(key)?;
-    let write_err = |e| NetError::io(format!("write {value:?} to {}", p.display()), e);
-    let mut f = match open(&p, true) {
-        Ok(f) => f,
-        Err(e)
-            if matches!(
-                e.raw_os_error().map(Errno::from_raw),
-                Some(Errno::EROFS | Errno::EACCES)
-            ) =>
-        {
-            if read(key)?.trim() == value.trim() {
-                return Ok(false);
-            }
-            return Err(write_err(e));
-        }
-        Err(e) => return Err(NetError::io(format!("read {}", p.display()), e)),
-    };
-    let current =
-        read_value(&mut f).map_err(|e| NetError::io(format!("read {}", p.display()), e))?;
-    if current.trim() == value.trim() {
-        return Ok(false);
-    }
-    log::debug!("sysctl {key} = {value} (was {current})");
-    f.write_all_at(value.as_bytes(), 0).map_err(write_err)?;
-    Ok(true)
+    hold(key)?.set(value)
 }
 
 /// A sysctl opened once to read its value and later write a new one: what

@@ -6,7 +6,9 @@ use crate::error::{NetError, libc_errno};
 use crate::netns::NetNs;
 use crate::nl::gaps;
 use crate::nl::rtm::{RTM_DELLINK, RTM_GETLINK, RTM_NEWLINK, RTM_SETLINK, Rtm};
-use netlink_packet_core::{DecodeError, Emitable, NLM_F_CREATE, NLM_F_EXCL, Parseable};
+use netlink_packet_core::{
+    DecodeError, Emitable, NLM_F_CREATE, NLM_F_EXCL, NlasIterator, Parseable,
+};
 use netlink_packet_route::AddressFamily;
 use netlink_packet_route::link::{
     InfoBridge, InfoBridgePort, InfoData, InfoKind, InfoPortData, InfoVeth, InfoVrf, LinkAttribute,
@@ -96,18 +98,13 @@ impl Parseable<[u8]> for LinkView {
 fn link_attrs_only(buf: &[u8]) -> Option<Vec<u8>> {
     const IFINFOMSG_LEN: usize = 16;
     let mut kept = buf.get(..IFINFOMSG_LEN)?.to_vec();
-    let mut at = IFINFOMSG_LEN;
-    while at < buf.len() {
-        let head = buf.get(at..at + 4)?;
-        let len = usize::from(u16::from_ne_bytes([head[0], head[1]]));
-        let kind = u16::from_ne_bytes([head[2], head[3]]) & 0x3fff;
-        let attr = buf.get(at..at.checked_add(len)?).filter(|_| len >= 4)?;
-        let next = (at + len + 3) & !3;
-        if LINK_ATTRS.contains(&kind) {
-            kept.extend_from_slice(attr);
-            kept.resize((kept.len() + 3) & !3, 0);
+    for nla in NlasIterator::new(buf.get(IFINFOMSG_LEN..)?) {
+        let nla = nla.ok()?;
+        if LINK_ATTRS.contains(&nla.kind()) {
+            let len = usize::from(nla.length());
+            kept.extend_from_slice(nla.into_inner().get(..len)?);
+            kept.resize(kept.len().next_multiple_of(4), 0);
         }
-        at = next;
     }
     Some(kept)
 }
