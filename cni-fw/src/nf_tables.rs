@@ -31,10 +31,10 @@ const NFTA_BITWISE_XOR: u16 = 5;
 const NFTA_CMP_OP: u16 = 2;
 const NFTA_CMP_DATA: u16 = 3;
 
-/// What one rule does, as far as these queries need to know.
 /// How many times a dump that the kernel flags as interrupted is read.
 const DUMP_TRIES: usize = 5;
 
+/// What one rule does, as far as these queries need to know.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuleSummary {
     /// The kernel handle.
