@@ -3,9 +3,10 @@
 //! stdout captured; a failure's stdout parsed as the plugin's error.
 
 use cni_skel::CniError;
+use cni_skel::delegate::Fed;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 
 /// The `CNI_*` variables of one invocation.
 #[derive(Debug, Clone, Default)]
@@ -70,43 +71,12 @@ pub fn exec_plugin(plugin: &Path, stdin: &[u8], args: &InvokeArgs) -> Result<Vec
     }
 }
 
-/// What any pipe holds (`PIPE_BUF`, one page: even a pipe of a user over
-/// `pipe-user-pages-soft` has it), so a config this small goes into the
-/// new, empty pipe whole without blocking, before the plugin runs and
-/// without a thread (every thread a process starts makes its later memory
-/// unmaps interrupt the other CPU). A chain's configs are a few KB at most.
-const PIPE_MIN_CAPACITY: usize = 4096;
-
 fn run_once(
     plugin: &Path,
     stdin: &[u8],
     args: &InvokeArgs,
 ) -> std::io::Result<std::process::Output> {
-    let mut child = Command::new(plugin)
-        .envs(args.env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let pipe = child.stdin.take();
-    if stdin.len() <= PIPE_MIN_CAPACITY {
-        if let Some(mut pipe) = pipe {
-            // A plugin that exits without reading closed the pipe: not our error.
-            let _ = pipe.write_all(stdin);
-        }
-        return child.wait_with_output();
-    }
-    let data = stdin.to_vec();
-    // A larger config is fed from a thread, so a plugin that writes before
-    // it reads (or never reads) cannot dead-lock us.
-    let writer = std::thread::spawn(move || {
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.write_all(&data);
-        }
-    });
-    let out = child.wait_with_output();
-    let _ = writer.join();
-    out
+    Fed::spawn(Command::new(plugin).envs(args.env()), stdin)?.wait_with_output()
 }
 
 /// libcni's `pluginErr`: the plugin's error JSON, or a description of the
@@ -155,6 +125,7 @@ fn plugin_error(status: ExitStatus, stdout: &[u8], stderr: &[u8]) -> CniError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cni_skel::delegate::PIPE_MIN_CAPACITY;
     use std::os::unix::process::ExitStatusExt;
 
     #[test]

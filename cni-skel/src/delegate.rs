@@ -71,25 +71,79 @@ fn run_once(path: &Path, command: Command, stdin: &[u8]) -> std::io::Result<std:
 }
 
 /// Starts the delegate and hands it all of stdin (then closes it).
-fn start_once(path: &Path, command: Command, stdin: &[u8]) -> std::io::Result<Child> {
-    let mut child = std::process::Command::new(path)
-        .env("CNI_COMMAND", command.as_str())
-        .env(crate::env::INVOKER_VAR, std::process::id().to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    if let Some(mut pipe) = child.stdin.take() {
-        // A delegate that exits without reading stdin closes the pipe: not our error.
-        let _ = pipe.write_all(stdin);
+fn start_once(path: &Path, command: Command, stdin: &[u8]) -> std::io::Result<Fed> {
+    Fed::spawn(
+        std::process::Command::new(path)
+            .env("CNI_COMMAND", command.as_str())
+            .env(crate::env::INVOKER_VAR, std::process::id().to_string()),
+        stdin,
+    )
+}
+
+/// What any pipe holds (`PIPE_BUF`, one page: even a pipe of a user over
+/// `pipe-user-pages-soft` has it), so a config this small goes into the
+/// new, empty pipe whole without blocking, before the plugin runs and
+/// without a thread (every thread a process starts makes its later memory
+/// unmaps interrupt the other CPU). A chain's configs are a few KB at most.
+pub const PIPE_MIN_CAPACITY: usize = 4096;
+
+/// A plugin process being handed its stdin, as libcni's `exec.Cmd` with a
+/// reader: whatever the config's size, neither side waits on the other.
+#[derive(Debug)]
+pub struct Fed {
+    child: Child,
+    /// Feeds a config larger than [`PIPE_MIN_CAPACITY`], so a plugin that
+    /// writes before it reads (or never reads) cannot dead-lock us.
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Fed {
+    /// Spawns `command` with stdin, stdout and stderr piped and hands it all
+    /// of `stdin`, then closes it.
+    pub fn spawn(command: &mut std::process::Command, stdin: &[u8]) -> std::io::Result<Fed> {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let Some(mut pipe) = child.stdin.take() else {
+            return Ok(Fed {
+                child,
+                writer: None,
+            });
+        };
+        // A plugin that exits without reading closes the pipe: not our error.
+        if stdin.len() <= PIPE_MIN_CAPACITY {
+            let _ = pipe.write_all(stdin);
+            return Ok(Fed {
+                child,
+                writer: None,
+            });
+        }
+        let data = stdin.to_vec();
+        let writer = std::thread::spawn(move || {
+            let _ = pipe.write_all(&data);
+        });
+        Ok(Fed {
+            child,
+            writer: Some(writer),
+        })
     }
-    Ok(child)
+
+    /// Waits for the plugin to exit, collecting its stdout and stderr.
+    pub fn wait_with_output(self) -> std::io::Result<std::process::Output> {
+        let out = self.child.wait_with_output();
+        if let Some(writer) = self.writer {
+            let _ = writer.join();
+        }
+        out
+    }
 }
 
 /// A delegate started by [`start`], running while the caller does other work.
 #[derive(Debug)]
 pub struct Running {
-    child: Child,
+    child: Fed,
     path: PathBuf,
 }
 
@@ -341,6 +395,31 @@ mod tests {
         let e = ipam.unwrap_err();
         assert_eq!((e.code, e.msg.as_str()), (11, "df_nope"));
         assert!(ran);
+    }
+
+    /// A delegate that writes more than a pipe holds before it reads a
+    /// config larger than a pipe holds: both come through, where writing
+    /// the whole config before reading its answer dead-locked.
+    #[test]
+    fn a_delegate_that_answers_before_reading_a_large_config_does_not_dead_lock() {
+        let fake = FakePlugin::new(
+            "cni-skel-bigstdin",
+            "chatty",
+            "head -c 200000 /dev/zero\nwc -c >&2\n",
+        );
+        let mut a = args(&[fake.dir().to_str().unwrap()]);
+        a.stdin = vec![b' '; 1 << 20];
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(run_once(&fake.dir().join("chatty"), Command::Add, &a.stdin));
+        });
+        let out = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the delegate and we waited on each other")
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(out.stdout.len(), 200_000);
+        assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), "1048576");
     }
 
     #[test]
