@@ -118,6 +118,7 @@ mod tests {
             path: vec![dir.to_path_buf()],
             netns_override: false,
             stdin: b"{\"cniVersion\":\"1.0.0\"}".to_vec(),
+            config: Default::default(),
             conf,
             invoker: None,
         }

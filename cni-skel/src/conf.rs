@@ -29,12 +29,20 @@ pub struct NetConf {
     /// Capability arguments from the runtime.
     #[serde(default)]
     pub runtime_config: Option<Map<String, Value>>,
-    /// The previous plugin's result in a chain.
-    #[serde(default)]
-    pub prev_result: Option<Map<String, Value>>,
+    /// The previous plugin's result in a chain: a JSON object (any other
+    /// type is an error), kept as the value [`crate::types::CniResult::parse_prev`]
+    /// reads, so that reading it copies nothing.
+    #[serde(default, deserialize_with = "object")]
+    pub prev_result: Option<Value>,
     /// `args` (e.g. `args.cni.ips`).
     #[serde(default)]
     pub args: Option<Map<String, Value>>,
+}
+
+/// An optional JSON object, as a [`Value`]: `null` is `None`, another
+/// type the error a `Map` gives.
+fn object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Option::<Map<String, Value>>::deserialize(d).map(|m| m.map(Value::Object))
 }
 
 impl NetConf {
@@ -109,6 +117,14 @@ pub fn valid_attachments(stdin: &[u8]) -> Result<Vec<(String, String)>, crate::C
 /// Parses a full config as the skel does: JSON errors are code 6, a missing
 /// or invalid name code 7.
 pub fn parse(stdin: &[u8]) -> Result<NetConf, crate::CniError> {
+    parse_full(stdin).map(|(_, conf)| conf)
+}
+
+/// As [`parse`], with the whole config as parsed (a JSON object), which
+/// the skel keeps in [`crate::CmdArgs::config`] so that a plugin reads its
+/// own keys from it (with [`crate::gojson::from_value`]) instead of parsing
+/// the text again.
+pub fn parse_full(stdin: &[u8]) -> Result<(Value, NetConf), crate::CniError> {
     use crate::error::{CniError, code};
     let decode = |e: serde_json::Error| {
         CniError::new(
@@ -118,7 +134,8 @@ pub fn parse(stdin: &[u8]) -> Result<NetConf, crate::CniError> {
         )
     };
     let map: Map<String, Value> = serde_json::from_slice(stdin).map_err(decode)?;
-    let conf: NetConf = crate::gojson::from_value(&Value::Object(map)).map_err(decode)?;
+    let config = Value::Object(map);
+    let conf: NetConf = crate::gojson::from_value(&config).map_err(decode)?;
     match conf.name.as_deref() {
         None | Some("") => Err(CniError::new(
             code::INVALID_NETWORK_CONFIG,
@@ -130,7 +147,7 @@ pub fn parse(stdin: &[u8]) -> Result<NetConf, crate::CniError> {
             "invalid characters found in network name",
             n,
         )),
-        Some(_) => Ok(conf),
+        Some(_) => Ok((config, conf)),
     }
 }
 

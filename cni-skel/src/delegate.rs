@@ -310,6 +310,7 @@ mod tests {
             path: dirs.iter().map(PathBuf::from).collect(),
             netns_override: false,
             stdin: b"{}".to_vec(),
+            config: serde_json::json!({}),
             conf: crate::conf::NetConf::default(),
             invoker: None,
         }

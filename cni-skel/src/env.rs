@@ -58,6 +58,23 @@ pub const VARS: &[&str] = &[
     "CNI_PATH",
 ];
 
+/// `1` or `true` (any case): the plugin may act in its own network
+/// namespace (the reference's skel reads it too).
+pub const NETNS_OVERRIDE_VAR: &str = "CNI_NETNS_OVERRIDE";
+
+/// Every variable the skel reads: [`VARS`], [`NETNS_OVERRIDE_VAR`] and
+/// [`INVOKER_VAR`]. `cni_skel::run` reads each once.
+pub const SKEL_VARS: &[&str] = &[
+    "CNI_COMMAND",
+    "CNI_CONTAINERID",
+    "CNI_NETNS",
+    "CNI_IFNAME",
+    "CNI_ARGS",
+    "CNI_PATH",
+    NETNS_OVERRIDE_VAR,
+    INVOKER_VAR,
+];
+
 /// Whether `var` must be set for `cmd` (`None` = an unknown command).
 pub(crate) fn required(var: &str, cmd: Option<Command>) -> bool {
     use Command::*;
@@ -146,6 +163,11 @@ pub struct CmdArgs {
     pub netns_override: bool,
     /// The raw config bytes, kept for delegation.
     pub stdin: Vec<u8>,
+    /// The config as parsed once by the skel (the JSON object of `stdin`;
+    /// `Null` only where a test builds the arguments by hand): a plugin
+    /// reads its keys from it with [`crate::gojson::from_value`], which
+    /// gives the same values and errors as parsing `stdin` again.
+    pub config: serde_json::Value,
     /// The common keys of the config.
     pub conf: crate::conf::NetConf,
     /// The pid of the process that ran the plugin, read when the plugin
@@ -174,12 +196,9 @@ impl CmdArgs {
     pub fn prev_result(&self) -> Result<Option<crate::types::CniResult>, CniError> {
         match &self.conf.prev_result {
             None => Ok(None),
-            Some(v) => crate::types::CniResult::parse_prev(
-                &serde_json::Value::Object(v.clone()),
-                self.cni_version(),
-            )
-            .map(Some)
-            .map_err(|e| e.context("failed to parse prevResult")),
+            Some(v) => crate::types::CniResult::parse_prev(v, self.cni_version())
+                .map(Some)
+                .map_err(|e| e.context("failed to parse prevResult")),
         }
     }
 
@@ -297,6 +316,7 @@ mod tests {
             path: Vec::new(),
             netns_override: false,
             stdin: b"{}".to_vec(),
+            config: serde_json::json!({}),
             conf: crate::conf::NetConf::default(),
             invoker: None,
         };
@@ -308,6 +328,12 @@ mod tests {
             (e.code, e.msg.as_str()),
             (999, "Required prevResult missing")
         );
+    }
+
+    #[test]
+    fn the_skel_reads_every_variable_it_names() {
+        assert_eq!(&SKEL_VARS[..VARS.len()], VARS);
+        assert!(SKEL_VARS.contains(&NETNS_OVERRIDE_VAR) && SKEL_VARS.contains(&INVOKER_VAR));
     }
 
     #[test]

@@ -140,9 +140,23 @@ pub fn run(plugin: &dyn Plugin) -> ExitCode {
 pub fn run_with_stdin(plugin: &dyn Plugin, stdin: Box<dyn Read>) -> ExitCode {
     logger::init();
     install_panic_hook();
-    let outcome = match not_unicode(&|k| std::env::var_os(k)) {
+    // Each variable the skel reads, read from the process once (each read
+    // scans the whole environment, which a runtime passes on in full).
+    let read: Vec<(&str, Option<std::ffi::OsString>)> = env::SKEL_VARS
+        .iter()
+        .map(|k| (*k, std::env::var_os(k)))
+        .collect();
+    let getenv = |k: &str| match read.iter().find(|(name, _)| *name == k) {
+        Some((_, v)) => v.clone(),
+        None => std::env::var_os(k),
+    };
+    let outcome = match not_unicode(&getenv) {
         Some(e) => fail(e, version::CURRENT),
-        None => dispatch(plugin, &|k| std::env::var(k).ok(), stdin),
+        None => dispatch(
+            plugin,
+            &|k| getenv(k).and_then(|v| v.into_string().ok()),
+            stdin,
+        ),
     };
     // Nobody may be reading; a broken pipe is not worth a panic.
     let _ = std::io::stderr()
@@ -182,7 +196,7 @@ pub fn not_unicode(getenv: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Optio
     let bad: Vec<&str> = env::VARS
         .iter()
         .copied()
-        .chain(["CNI_NETNS_OVERRIDE"])
+        .chain([env::NETNS_OVERRIDE_VAR])
         .filter(|k| getenv(k).is_some_and(|v| v.to_str().is_none()))
         .collect();
     (!bad.is_empty()).then(|| {
@@ -214,7 +228,19 @@ pub fn dispatch(
         std::os::unix::process::parent_id(),
         env::parent_in_proc,
     ));
-    let var = |k: &str| getenv(k).unwrap_or_default();
+    // VARS' values, each read once, in VARS' order.
+    let vars: Vec<String> = env::VARS
+        .iter()
+        .map(|k| getenv(k).unwrap_or_default())
+        .collect();
+    let var = |k: &str| {
+        env::VARS
+            .iter()
+            .zip(&vars)
+            .find(|(name, _)| **name == k)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default()
+    };
     let cmd_text = var("CNI_COMMAND");
     let supported = plugin.supported_versions();
     if cmd_text.is_empty() {
@@ -228,11 +254,12 @@ pub fn dispatch(
             exit: 0,
         };
     }
-    let cmd = Command::parse(&cmd_text);
+    let cmd = Command::parse(cmd_text);
     let missing: Vec<&str> = env::VARS
         .iter()
-        .copied()
-        .filter(|v| env::required(v, cmd) && var(v).is_empty())
+        .zip(&vars)
+        .filter(|(k, v)| env::required(k, cmd) && v.is_empty())
+        .map(|(k, _)| *k)
         .collect();
     if !missing.is_empty() {
         let e = CniError::new(
@@ -272,7 +299,7 @@ pub fn dispatch(
         );
         return fail(e, version::CURRENT);
     }
-    let conf = match conf::parse(&raw) {
+    let (config, conf) = match conf::parse_full(&raw) {
         Ok(c) => c,
         Err(e) => return fail(e, version::CURRENT),
     };
@@ -287,22 +314,26 @@ pub fn dispatch(
     };
     let args = CmdArgs {
         command: cmd,
-        container_id: var("CNI_CONTAINERID"),
+        container_id: var("CNI_CONTAINERID").to_string(),
         netns: Some(var("CNI_NETNS"))
             .filter(|s| !s.is_empty())
             .map(Into::into),
-        ifname: var("CNI_IFNAME"),
-        args: var("CNI_ARGS"),
+        ifname: var("CNI_IFNAME").to_string(),
+        args: var("CNI_ARGS").to_string(),
         path: var("CNI_PATH")
             .split(':')
             .filter(|s| !s.is_empty())
             .map(Into::into)
             .collect(),
         netns_override: matches!(
-            var("CNI_NETNS_OVERRIDE").to_ascii_lowercase().as_str(),
+            getenv(env::NETNS_OVERRIDE_VAR)
+                .unwrap_or_default()
+                .to_ascii_lowercase()
+                .as_str(),
             "1" | "true"
         ),
         stdin: raw,
+        config,
         conf,
         invoker,
     };

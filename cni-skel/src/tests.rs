@@ -247,3 +247,78 @@ fn structs_in_results_must_be_objects() {
     .unwrap();
     assert!(CniResult::parse_prev(&ok, "1.0.0").is_ok());
 }
+
+/// Hands back what the skel gave it: the config it parsed and the
+/// `prevResult` read from it.
+struct Echo;
+
+impl Plugin for Echo {
+    fn about(&self) -> String {
+        "CNI echo plugin".into()
+    }
+    fn add(&self, args: &CmdArgs) -> CmdResult {
+        let prev = args.prev_result()?.map(|p| p.ips.len());
+        Ok(Output::Raw {
+            stdout: format!("{} {prev:?}", args.config),
+            exit: 0,
+        })
+    }
+    fn del(&self, _: &CmdArgs) -> CmdResult {
+        Ok(Output::Nothing)
+    }
+    fn check(&self, _: &CmdArgs) -> CmdResult {
+        Ok(Output::Nothing)
+    }
+}
+
+#[test]
+fn the_plugin_reads_the_config_the_skel_parsed() {
+    let conf = r#"{"cniVersion":"1.0.0","name":"net1","type":"echo","x":{"B":[1,null]},
+        "PrevResult":{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.2/24"}]}}"#;
+    let env: HashMap<String, String> = full("ADD")
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let o = dispatch(
+        &Echo,
+        &move |k| env.get(k).cloned(),
+        Box::new(std::io::Cursor::new(conf.as_bytes().to_vec())),
+    );
+    assert_eq!(o.exit, 0, "{o:?}");
+    let (config, prev) = o.stdout.split_once(' ').unwrap();
+    let want: serde_json::Value = serde_json::from_str(conf).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(config).unwrap(),
+        want
+    );
+    // prevResult under any case, as Go reads it.
+    assert_eq!(prev, "Some(1)");
+}
+
+#[test]
+fn each_variable_is_read_once() {
+    let env: HashMap<String, String> = full("ADD")
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let reads = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
+    let seen = reads.clone();
+    let o = dispatch(
+        &Fake,
+        &move |k| {
+            seen.borrow_mut().push(k.to_string());
+            env.get(k).cloned()
+        },
+        Box::new(std::io::Cursor::new(CONF.as_bytes().to_vec())),
+    );
+    assert_eq!(o.exit, 0, "{o:?}");
+    let mut reads = reads.borrow().clone();
+    let all = reads.len();
+    reads.sort();
+    reads.dedup();
+    assert_eq!(all, reads.len(), "read twice: {reads:?}");
+    assert!(
+        reads.iter().all(|k| env::SKEL_VARS.contains(&k.as_str())),
+        "{reads:?}"
+    );
+}

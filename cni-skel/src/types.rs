@@ -398,7 +398,7 @@ impl CniResult {
         let value: Value = serde_json::from_slice(bytes).map_err(decode_err)?;
         let version = result_version(&value, default_version)?;
         let family = Version::parse(&version)?.family();
-        Self::from_value(value, &version, family)
+        Self::from_value(&value, &version, family)
     }
 
     /// Parses a `prevResult` in the family of the config's version, as the
@@ -416,17 +416,17 @@ impl CniResult {
                 "",
             ));
         }
-        Self::from_value(value.clone(), &version, family)
+        Self::from_value(value, &version, family)
     }
 
-    fn from_value(value: Value, version: &str, family: Family) -> Result<CniResult, CniError> {
+    fn from_value(value: &Value, version: &str, family: Family) -> Result<CniResult, CniError> {
         let mut r = CniResult {
             cni_version: version.to_string(),
             ..Default::default()
         };
         match family {
             Family::V1 => {
-                let w: Wire1In = crate::gojson::from_value(&value).map_err(decode_err)?;
+                let w: Wire1In = crate::gojson::from_value(value).map_err(decode_err)?;
                 r.interfaces = w
                     .interfaces
                     .unwrap_or_default()
@@ -450,7 +450,7 @@ impl CniResult {
                 r.dns = w.dns.unwrap_or_default();
             }
             Family::V04 => {
-                let w: Wire04In = crate::gojson::from_value(&value).map_err(decode_err)?;
+                let w: Wire04In = crate::gojson::from_value(value).map_err(decode_err)?;
                 r.interfaces = w
                     .interfaces
                     .unwrap_or_default()
@@ -472,7 +472,7 @@ impl CniResult {
                 r.dns = w.dns.unwrap_or_default();
             }
             Family::V02 => {
-                let w: Wire02In = crate::gojson::from_value(&value).map_err(decode_err)?;
+                let w: Wire02In = crate::gojson::from_value(value).map_err(decode_err)?;
                 for ip in [w.ip4, w.ip6].into_iter().flatten() {
                     r.ips.push(IpConfig {
                         interface: None,

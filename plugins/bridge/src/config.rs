@@ -5,7 +5,7 @@ use cni_fw::Backend;
 use cni_net::{MAX_IFNAME_LEN, Mac};
 use cni_skel::{CmdArgs, CniError, ParseFor};
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// The bridge used when `bridge` is not given.
 pub const DEFAULT_BRIDGE: &str = "cni0";
@@ -214,10 +214,8 @@ fn parse_mac(source: &str, s: &str) -> Result<Mac, CniError> {
 /// Parses and validates the config of one invocation (leniently for DEL:
 /// [`ParseFor`]).
 pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
-    let map: Map<String, Value> = serde_json::from_slice(&args.stdin)
-        .map_err(|e| err(format!("failed to load netconf: {e}")))?;
     load_value_for(
-        Value::Object(map),
+        &args.config,
         &args.args,
         args.conf.ipam_type().is_some(),
         ParseFor::of(args),
@@ -230,19 +228,19 @@ pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
 
 /// [`load`] on an already parsed config and raw `CNI_ARGS`.
 pub fn load_value(v: Value, cni_args: &str, layer3: bool) -> Result<Conf, CniError> {
-    load_value_for(v, cni_args, layer3, ParseFor::Use)
+    load_value_for(&v, cni_args, layer3, ParseFor::Use)
 }
 
 /// [`load_value`] for `mode`: for DEL, which reads only the IPAM type,
 /// `ipMasq` and `macspoofchk`, every refused value gets its default.
 pub fn load_value_for(
-    v: Value,
+    v: &Value,
     cni_args: &str,
     layer3: bool,
     mode: ParseFor,
 ) -> Result<Conf, CniError> {
-    let raw: Raw = cni_skel::gojson::from_value(&v)
-        .map_err(|e| err(format!("failed to load netconf: {e}")))?;
+    let raw: Raw =
+        cni_skel::gojson::from_value(v).map_err(|e| err(format!("failed to load netconf: {e}")))?;
     let bridge = raw.bridge.unwrap_or_else(|| DEFAULT_BRIDGE.to_string());
     mode.check(check_ifname("bridge name", &bridge))?;
     let vlan = raw.vlan.unwrap_or(0);
@@ -552,10 +550,10 @@ mod tests {
             json!({"disableContainerInterface": true}),
         ] {
             assert!(load(v.clone()).is_err(), "{v}");
-            let c = load_value_for(v.clone(), "FOO=1", true, ParseFor::Del).unwrap();
+            let c = load_value_for(&v, "FOO=1", true, ParseFor::Del).unwrap();
             assert!(c.mtu.is_none() && c.mac.is_none() && c.vlan == 0, "{v}");
             assert_eq!(c.ip_masq, v.get("ipMasq").is_some(), "{v}");
         }
-        assert!(load_value_for(json!({"mtu": "1"}), "", true, ParseFor::Del).is_err());
+        assert!(load_value_for(&json!({"mtu": "1"}), "", true, ParseFor::Del).is_err());
     }
 }

@@ -116,8 +116,8 @@ fn valid_chain_name(name: &str) -> bool {
 /// Parses and validates the config (not `prevResult`) for `mode`: DEL,
 /// which finds the attachment's rules by its records and addresses, logs
 /// a refused admin chain name and goes on with the default.
-pub fn parse(stdin: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
-    let raw: Raw = cni_skel::gojson::from_slice(stdin)
+pub fn parse(config: &serde_json::Value, mode: ParseFor) -> Result<Conf, CniError> {
+    let raw: Raw = cni_skel::gojson::from_value(config)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     let backend = match raw.backend.as_deref() {
         Some("iptables") => BackendChoice::Iptables,
@@ -197,6 +197,11 @@ pub fn bridge_name(prev: &CniResult, policy: IngressPolicy) -> Result<String, Cn
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// As the skel hands it over: the text parsed once.
+    fn parse(text: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
+        super::parse(&serde_json::from_slice(text).unwrap(), mode)
+    }
 
     fn conf(extra: &str) -> Result<Conf, CniError> {
         parse(

@@ -987,7 +987,7 @@ mod tests {
 
     fn conf() -> Conf {
         crate::config::parse(
-            br#"{"cniVersion":"1.0.0","name":"net1","type":"firewall"}"#,
+            &serde_json::json!({"cniVersion": "1.0.0", "name": "net1", "type": "firewall"}),
             cni_skel::ParseFor::Use,
         )
         .unwrap()

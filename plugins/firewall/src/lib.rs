@@ -41,7 +41,7 @@ fn lock_shared() -> Result<Option<cni_lock::Lock>, CniError> {
 }
 
 fn parse(args: &CmdArgs) -> Result<Conf, CniError> {
-    config::parse(&args.stdin, cni_skel::ParseFor::of(args))
+    config::parse(&args.config, cni_skel::ParseFor::of(args))
 }
 
 /// Why firewall, which passes the prevResult on, cannot run first.

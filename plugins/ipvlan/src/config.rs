@@ -100,7 +100,7 @@ mod tests {
         let prev = common
             .prev_result
             .clone()
-            .map(|m| CniResult::parse_prev(&serde_json::Value::Object(m), common.cni_version()))
+            .map(|m| CniResult::parse_prev(&m, common.cni_version()))
             .transpose();
         load_bytes(s.as_bytes(), &common, || prev)
     }

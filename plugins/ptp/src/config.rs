@@ -38,15 +38,15 @@ pub struct PtpConf {
 /// Parses and validates the config on stdin (leniently for DEL:
 /// [`ParseFor`]).
 pub fn load(args: &CmdArgs) -> Result<PtpConf, CniError> {
-    load_bytes(&args.stdin, &args.conf, ParseFor::of(args))
+    load_config(&args.config, &args.conf, ParseFor::of(args))
 }
 
-fn load_bytes(
-    stdin: &[u8],
+fn load_config(
+    config: &serde_json::Value,
     common: &cni_skel::NetConf,
     mode: ParseFor,
 ) -> Result<PtpConf, CniError> {
-    let raw: Raw = cni_skel::gojson::from_slice(stdin)
+    let raw: Raw = cni_skel::gojson::from_value(config)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     if common.ipam_type().is_none() {
         return Err(CniError::invalid_config(
@@ -72,8 +72,8 @@ mod tests {
     use super::*;
 
     fn load_str(s: &str) -> Result<PtpConf, CniError> {
-        let common = cni_skel::conf::parse(s.as_bytes())?;
-        load_bytes(s.as_bytes(), &common, ParseFor::Use)
+        let (config, common) = cni_skel::conf::parse_full(s.as_bytes())?;
+        load_config(&config, &common, ParseFor::Use)
     }
 
     const IPAM: &str = r#""ipam":{"type":"host-local","subnet":"10.0.0.0/24"}"#;
@@ -127,7 +127,7 @@ mod tests {
 
     #[test]
     fn del_goes_on_without_refused_values() {
-        let common = |s: &str| cni_skel::conf::parse(s.as_bytes()).unwrap();
+        let parsed = |s: &str| cni_skel::conf::parse_full(s.as_bytes()).unwrap();
         for (kv, ok) in [
             (r#""mtu":67"#, true),
             (r#""mtu":70000"#, true),
@@ -135,10 +135,11 @@ mod tests {
             (r#""mtu":"1""#, false),
         ] {
             let s = format!(r#"{{"name":"n",{IPAM},{kv}}}"#);
-            let c = load_bytes(s.as_bytes(), &common(&s), ParseFor::Del);
+            let (config, common) = parsed(&s);
+            let c = load_config(&config, &common, ParseFor::Del);
             assert_eq!(c.is_ok(), ok, "{kv}");
             assert!(
-                load_bytes(s.as_bytes(), &common(&s), ParseFor::Use).is_err(),
+                load_config(&config, &common, ParseFor::Use).is_err(),
                 "{kv}"
             );
             if let Ok(c) = c {

@@ -73,8 +73,7 @@ impl Plugin for Static {
             .prev_result
             .as_ref()
             .ok_or_else(|| CniError::internal("Required prevResult missing"))?;
-        let prev =
-            CniResult::parse_prev(&serde_json::Value::Object(prev.clone()), args.cni_version())?;
+        let prev = CniResult::parse_prev(prev, args.cni_version())?;
         check_prev(&conf, &prev, &args.ifname)?;
         Ok(Output::Nothing)
     }

@@ -234,7 +234,7 @@ mod tests {
     #[test]
     fn del_ignores_refused_values() {
         let s = r#"{"name":"n","mac":"zz","mtu":-1,"ipam":{"type":"static"}}"#;
-        let common = cni_skel::conf::parse(s.as_bytes()).unwrap();
+        let (config, common) = cni_skel::conf::parse_full(s.as_bytes()).unwrap();
         let args = CmdArgs {
             command: cni_skel::Command::Del,
             container_id: "c".into(),
@@ -244,6 +244,7 @@ mod tests {
             path: Vec::new(),
             netns_override: false,
             stdin: s.as_bytes().to_vec(),
+            config,
             conf: common,
             invoker: None,
         };

@@ -144,21 +144,21 @@ fn netconf_err(e: impl fmt::Display) -> CniError {
 /// of ours was saved under it: ADD refused it) and an unknown `CNI_ARGS`
 /// key is ignored.
 pub fn parse(args: &CmdArgs) -> Result<Parsed, CniError> {
-    parse_bytes(
-        &args.stdin,
+    parse_config(
+        &args.config,
         &args.args,
         args.conf.name(),
         ParseFor::of(args),
     )
 }
 
-fn parse_bytes(
-    stdin: &[u8],
+fn parse_config(
+    config: &serde_json::Value,
     cni_args: &str,
     network: &str,
     mode: ParseFor,
 ) -> Result<Parsed, CniError> {
-    let raw: Raw = cni_skel::gojson::from_slice(stdin).map_err(netconf_err)?;
+    let raw: Raw = cni_skel::gojson::from_value(config).map_err(netconf_err)?;
     let data_dir = PathBuf::from(
         raw.data_dir
             .filter(|d| !d.is_empty())
@@ -497,7 +497,12 @@ mod tests {
     use super::*;
 
     fn parse_str(s: &str, cni_args: &str) -> Result<Parsed, CniError> {
-        parse_bytes(s.as_bytes(), cni_args, "n", ParseFor::Use)
+        parse_as(s, cni_args, ParseFor::Use)
+    }
+
+    /// As the skel hands it over: the text parsed once.
+    fn parse_as(s: &str, cni_args: &str, mode: ParseFor) -> Result<Parsed, CniError> {
+        parse_config(&serde_json::from_str(s).unwrap(), cni_args, "n", mode)
     }
 
     #[test]
@@ -738,7 +743,7 @@ mod tests {
 
     #[test]
     fn del_goes_on_without_refused_values() {
-        let del = |s: &str, a: &str| parse_bytes(s.as_bytes(), a, "n", ParseFor::Del);
+        let del = |s: &str, a: &str| parse_as(s, a, ParseFor::Del);
         let p = del(r#"{"dataDir":"/a\u0000b"}"#, "FOO=1").unwrap();
         assert_eq!(p.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
         assert!(parse_str(r#"{"dataDir":"/a\u0000b"}"#, "").is_err());
