@@ -22,9 +22,6 @@ use netlink_sys::{Socket as SysSocket, SocketAddr};
 use std::collections::VecDeque;
 use std::io;
 
-/// Initial receive buffer; grown when the kernel sends a larger datagram.
-const RECV_BUF: usize = 32 * 1024;
-
 /// How often a dump is repeated when the kernel flags it inconsistent.
 const DUMP_RETRIES: usize = 5;
 
@@ -589,9 +586,6 @@ impl Socket {
 /// learnt with `MSG_PEEK | MSG_TRUNC`) from the kernel; returns its length.
 fn recv_datagram(sys: &SysSocket, buf: &mut Vec<u8>) -> io::Result<usize> {
     loop {
-        if buf.capacity() < RECV_BUF {
-            buf.reserve(RECV_BUF);
-        }
         let mut probe: &mut [u8] = &mut [];
         let want = match sys.recv(&mut probe, nix::libc::MSG_PEEK | nix::libc::MSG_TRUNC) {
             Ok(n) => n,
