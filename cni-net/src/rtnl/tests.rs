@@ -35,6 +35,12 @@ fn mac_parse_and_print() {
         assert!(bad.parse::<Mac>().is_err(), "{bad:?}");
     }
     assert_eq!(format_hw(&[0; 6]), "00:00:00:00:00:00");
+    assert_eq!(
+        format_hw(&[0x00, 0x09, 0x0a, 0x7f, 0x80, 0xa5, 0xff]),
+        "00:09:0a:7f:80:a5:ff"
+    );
+    assert_eq!(format_hw(&[]), "");
+    assert_eq!(format_hw(&[0xc3]), "c3");
 }
 
 #[test]
