@@ -35,31 +35,32 @@
 //! of both families and their rules in one batch.
 //!
 //! The typed parts are netlink-packet-netfilter's (`Meta`, `Payload`,
-//! `Bitwise`, `Cmp`, `Immediate`, `RuleAttribute`, `ChainAttribute`); the
+//! `Bitwise`, `Cmp`, `Immediate`, `ChainAttribute`); the
 //! compat `match` and `target` and `counter` expressions and the rule's
-//! compat attribute are not typed there and go
-//! through its `Expressions::Other`/`DefaultNla` (listed in
-//! cni-fw's `nf_gaps` module).
+//! compat attribute are not typed there (cni-fw's `nf_gaps` module). A
+//! rule's message is written in one pass into one buffer by
+//! `cni_net::Attrs` (the nesting, the table and chain names), each typed
+//! expression attribute emitted into it by the crate: the crate's own
+//! `RuleMessage` measures every nested attribute again at each level
+//! above it (see `nf_gaps`).
 
 use crate::nf_gaps as gaps;
-use crate::nf_tables::NfFamily;
-use crate::nfm::Nfm;
+use crate::nf_tables::{NFTA_RULE_CHAIN, NFTA_RULE_EXPRESSIONS, NFTA_RULE_TABLE, NfFamily};
+use crate::nfm::{Encoded, Nfm};
+use cni_net::Attrs;
 use cni_net::IpFamily;
 use cni_net::NetError;
 use cni_net::NfSocket;
 use ipnetwork::IpNetwork;
-use netlink_packet_core::{NLM_F_APPEND, NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_core::{NLA_F_NESTED, NLM_F_APPEND, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_netfilter::nftables::{
-    Bitwise, Cmp, DataAttribute, ExpressionAttribute, Expressions, Immediate, ListAttribute, Meta,
-    MetaKey, NfTablesMessageType, Operator, Payload, Register, RuleAttribute, RuleMessage, Verdict,
-    VerdictAttribute,
+    Bitwise, Cmp, DataAttribute, Immediate, Meta, MetaKey, NfTablesMessageType, Operator, Payload,
+    Register, Verdict, VerdictAttribute,
 };
 use std::net::IpAddr;
 
 /// `NFT_PAYLOAD_NETWORK_HEADER`.
 const NETWORK_HEADER: u32 = 1;
-/// `NFTA_RULE_EXPRESSIONS`.
-const NFTA_RULE_EXPRESSIONS: u16 = 4;
 /// `NFT_PAYLOAD_TRANSPORT_HEADER`.
 const TRANSPORT_HEADER: u32 = 2;
 /// `NF_ACCEPT`: the crate's `Verdict` names only the nf_tables codes.
@@ -289,11 +290,8 @@ impl XtRule {
     /// many rules read ([`StoredForm::is`]): making it (encoding and
     /// decoding the rule) costs far more than a comparison.
     pub fn stored_form(&self) -> Option<StoredForm> {
-        use crate::nfm::NfBody;
         let msg = new_rule("", self).ok()?;
-        let mut body = vec![0u8; msg.body.body_len()];
-        msg.body.emit_body(&mut body);
-        let (_, mut want) = crate::nf_tables::read_rule(&body);
+        let (_, mut want) = crate::nf_tables::read_rule(&msg.body.0);
         want.exprs.retain(|e| e != "counter");
         Some(StoredForm(want))
     }
@@ -332,13 +330,10 @@ fn address_offset(net: IpNetwork, source: bool) -> u32 {
     }
 }
 
-fn element(ex: Expressions) -> ListAttribute<ExpressionAttribute> {
-    ex.into()
-}
-
 /// `[ payload load LEN @ BASE + OFFSET => reg 1 ]`.
-fn load(base: u32, offset: u32, len: usize) -> ListAttribute<ExpressionAttribute> {
-    gaps::encoded_once(
+fn load(out: &mut Attrs, base: u32, offset: u32, len: usize) {
+    gaps::typed_expression(
+        out,
         "payload",
         &[
             Payload::DestinationRegister(Register::Reg1),
@@ -346,24 +341,20 @@ fn load(base: u32, offset: u32, len: usize) -> ListAttribute<ExpressionAttribute
             Payload::Offset(offset),
             Payload::Len(len as u32),
         ],
-    )
-}
-
-/// `[ cmp eq reg 1 VALUE ]`.
-fn equals(value: Vec<u8>) -> ListAttribute<ExpressionAttribute> {
-    compare(Operator::Equal, value)
+    );
 }
 
 /// `[ cmp OP reg 1 VALUE ]`.
-fn compare(op: Operator, value: Vec<u8>) -> ListAttribute<ExpressionAttribute> {
-    gaps::encoded_once(
+fn compare(out: &mut Attrs, op: Operator, value: Vec<u8>) {
+    gaps::typed_expression(
+        out,
         "cmp",
         &[
             Cmp::SourceRegister(Register::Reg1),
             Cmp::Op(op),
             Cmp::Data(DataAttribute::Value(value)),
         ],
-    )
+    );
 }
 
 /// `struct nf_nat_ipv4_multi_range_compat` (`rangesize`, one
@@ -383,16 +374,17 @@ fn masquerade_info(family: IpFamily) -> Vec<u8> {
 }
 
 /// `[ immediate reg 0 VERDICT ]`.
-fn verdict(code: Verdict, chain: Option<&str>) -> ListAttribute<ExpressionAttribute> {
+fn verdict(out: &mut Attrs, code: Verdict, chain: Option<&str>) {
     let mut v = vec![VerdictAttribute::Code(code)];
     v.extend(chain.map(|c| VerdictAttribute::Chain(c.to_string())));
-    gaps::encoded_once(
+    gaps::typed_expression(
+        out,
         "immediate",
         &[
             Immediate::DestinationRegister(Register::Verdict),
             Immediate::Data(DataAttribute::Verdict(v)),
         ],
-    )
+    );
 }
 
 /// `struct nf_nat_range2` of `--to-destination ADDR:PORT`: `flags` =
@@ -414,19 +406,21 @@ fn nat_range2(to: std::net::SocketAddr) -> Vec<u8> {
     info
 }
 
-/// The expressions iptables-nft 1.8.9 makes of `rule` (see the module
-/// documentation).
-fn expressions(rule: &XtRule) -> Result<Vec<ListAttribute<ExpressionAttribute>>, String> {
-    let mut out = Vec::new();
+/// Writes into `out` the expressions iptables-nft 1.8.9 makes of `rule`
+/// (see the module documentation): the value of the rule's
+/// `NFTA_RULE_EXPRESSIONS`.
+fn expressions(out: &mut Attrs, rule: &XtRule) -> Result<(), String> {
+    let equals = |out: &mut Attrs, value: Vec<u8>| compare(out, Operator::Equal, value);
     if let Some(p) = rule.protocol {
-        out.push(gaps::encoded_once(
+        gaps::typed_expression(
+            out,
             "meta",
             &[
                 Meta::Key(MetaKey::L4Proto),
                 Meta::DestinationRegister(Register::Reg1),
             ],
-        ));
-        out.push(equals(vec![p.name_number().1]));
+        );
+        equals(out, vec![p.name_number().1]);
     }
     let addresses = [
         (rule.source, true, false),
@@ -451,15 +445,16 @@ fn expressions(rule: &XtRule) -> Result<Vec<ListAttribute<ExpressionAttribute>>,
         }
         if prefix % 8 == 0 {
             // A whole number of bytes: only those are loaded.
-            out.push(load(NETWORK_HEADER, offset, prefix / 8));
-            out.push(compare(op, bytes[..prefix / 8].to_vec()));
+            load(out, NETWORK_HEADER, offset, prefix / 8);
+            compare(out, op, bytes[..prefix / 8].to_vec());
         } else {
             // The prefix's bits of each byte: 0xff, then 0xf0 (say), then 0.
             let mask: Vec<u8> = (0..bytes.len())
                 .map(|i| (0xff00u16 >> prefix.saturating_sub(8 * i).min(8)) as u8)
                 .collect();
-            out.push(load(NETWORK_HEADER, offset, bytes.len()));
-            out.push(gaps::encoded_once(
+            load(out, NETWORK_HEADER, offset, bytes.len());
+            gaps::typed_expression(
+                out,
                 "bitwise",
                 &[
                     Bitwise::SourceRegister(Register::Reg1),
@@ -468,60 +463,65 @@ fn expressions(rule: &XtRule) -> Result<Vec<ListAttribute<ExpressionAttribute>>,
                     Bitwise::Mask(DataAttribute::Value(mask)),
                     Bitwise::Xor(DataAttribute::Value(vec![0; bytes.len()])),
                 ],
-            ));
-            out.push(compare(op, bytes));
+            );
+            compare(out, op, bytes);
         }
     }
     for m in &rule.matches {
         match (m, rule.protocol) {
             (XtMatch::Dport(port), Some(XtProto::Tcp | XtProto::Udp)) => {
-                out.push(load(TRANSPORT_HEADER, 2, 2));
-                out.push(equals(port.to_be_bytes().to_vec()));
+                load(out, TRANSPORT_HEADER, 2, 2);
+                equals(out, port.to_be_bytes().to_vec());
             }
             (XtMatch::Dport(_), None) => return Err("--dport without -p".to_string()),
             _ => {
                 let (name, revision, info) = m.xt()?;
-                out.push(element(gaps::xt_expr("match", name, revision, info)));
+                gaps::xt_expression(out, "match", name, revision, &info);
             }
         }
     }
-    out.push(element(gaps::zero_counter()));
+    gaps::zero_counter(out);
     match &rule.target {
-        Some(XtTarget::Accept) => out.push(verdict(Verdict::Other(NF_ACCEPT), None)),
-        Some(XtTarget::Jump(chain)) => out.push(verdict(Verdict::Jump, Some(chain))),
+        Some(XtTarget::Accept) => verdict(out, Verdict::Other(NF_ACCEPT), None),
+        Some(XtTarget::Jump(chain)) => verdict(out, Verdict::Jump, Some(chain)),
         Some(XtTarget::Dnat(to)) => {
             if to.is_ipv4() != (rule.family == IpFamily::V4) {
                 return Err(format!("DNAT to {to} in a {:?} rule", rule.family));
             }
-            out.push(element(gaps::xt_expr("target", "DNAT", 2, nat_range2(*to))));
+            gaps::xt_expression(out, "target", "DNAT", 2, &nat_range2(*to));
         }
         Some(XtTarget::Masquerade) => {
             let info = masquerade_info(rule.family);
-            out.push(element(gaps::xt_expr("target", "MASQUERADE", 0, info)));
+            gaps::xt_expression(out, "target", "MASQUERADE", 0, &info);
         }
         None => {}
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The `NFT_MSG_NEWRULE` request appending `rule` to `table` (sent with
-/// `NLM_F_CREATE | NLM_F_APPEND`).
-fn new_rule(table: &str, rule: &XtRule) -> Result<Nfm<RuleMessage>, String> {
-    let body = RuleMessage {
-        attributes: vec![
-            RuleAttribute::Table(table.to_string()),
-            RuleAttribute::Chain(rule.chain.clone()),
-            RuleAttribute::Other(gaps::nested_once(
-                NFTA_RULE_EXPRESSIONS,
-                &expressions(rule)?,
-            )),
-            RuleAttribute::Compat(gaps::rule_compat(
-                rule.protocol.map_or(0, |p| p.name_number().1),
-            )),
-        ],
-    };
+/// `NLM_F_CREATE | NLM_F_APPEND`): its attributes written in one pass
+/// into one buffer (see `cni_net::Attrs`), as netlink-packet-netfilter's
+/// `RuleMessage` of `RuleAttribute::Table`, `Chain`, `Expressions` and
+/// `Compat` would emit them.
+fn new_rule(table: &str, rule: &XtRule) -> Result<Nfm<Encoded>, String> {
+    // A rule of portmap's takes 300-600 bytes.
+    let mut body = Attrs::with_capacity(1024);
+    body.cstr(NFTA_RULE_TABLE, table)
+        .cstr(NFTA_RULE_CHAIN, &rule.chain);
+    let exprs = body.nest(NFTA_RULE_EXPRESSIONS | NLA_F_NESTED);
+    expressions(&mut body, rule)?;
+    body.end(exprs);
+    gaps::rule_compat(&mut body, rule.protocol.map_or(0, |p| p.name_number().1));
+    let mut body = body.finish().map_err(|e| e.to_string())?;
+    // Held until the batch is sent: no room to spare.
+    body.shrink_to_fit();
     let family = NfFamily::from(rule.family).into();
-    Ok(Nfm::nftables(NfTablesMessageType::NewRule, family, body))
+    Ok(Nfm::nftables(
+        NfTablesMessageType::NewRule,
+        family,
+        Encoded(body),
+    ))
 }
 
 /// Appends `rules` to the chains of the tables named `table` (of each
@@ -620,7 +620,7 @@ fn new_chain_msgs(
         msgs.push(Nfm {
             kind: m.kind,
             header: m.header,
-            body: RuleOrChain::Rule(m.body),
+            body: RuleOrChain::Encoded(m.body),
         });
     }
     Ok(msgs)
@@ -634,7 +634,7 @@ fn send_new_chain(
     use crate::nfm::RuleOrChain;
     let flags = |m: &RuleOrChainMsg| match m.body {
         RuleOrChain::Chain(_) => NLM_F_EXCL,
-        RuleOrChain::Rule(_) => NLM_F_CREATE | NLM_F_APPEND,
+        RuleOrChain::Rule(_) | RuleOrChain::Encoded(_) => NLM_F_CREATE | NLM_F_APPEND,
     };
     crate::nfm::nftables_batch(socket, msgs, flags, op)
 }
@@ -642,6 +642,7 @@ fn send_new_chain(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use netlink_packet_netfilter::nftables::{RuleAttribute, RuleMessage};
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

@@ -19,12 +19,13 @@ use netlink_packet_netfilter::nftables::{
 const NFT_MSG_NEWRULE: u16 = 6;
 // Attribute numbers (`include/uapi/linux/netfilter/nf_tables.h`) of what
 // is read below; netlink-packet-netfilter keeps its copies private.
-const NFTA_RULE_CHAIN: u16 = 2;
+pub(crate) const NFTA_RULE_TABLE: u16 = 1;
+pub(crate) const NFTA_RULE_CHAIN: u16 = 2;
 const NFTA_RULE_HANDLE: u16 = 3;
-const NFTA_RULE_EXPRESSIONS: u16 = 4;
-const NFTA_LIST_ELEM: u16 = 1;
-const NFTA_EXPR_NAME: u16 = 1;
-const NFTA_EXPR_DATA: u16 = 2;
+pub(crate) const NFTA_RULE_EXPRESSIONS: u16 = 4;
+pub(crate) const NFTA_LIST_ELEM: u16 = 1;
+pub(crate) const NFTA_EXPR_NAME: u16 = 1;
+pub(crate) const NFTA_EXPR_DATA: u16 = 2;
 const NFTA_IMMEDIATE_DATA: u16 = 2;
 const NFTA_BITWISE_MASK: u16 = 4;
 const NFTA_BITWISE_XOR: u16 = 5;

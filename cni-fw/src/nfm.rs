@@ -66,11 +66,29 @@ impl NfBody for ControlMessage {
     }
 }
 
+/// A body already encoded: its attributes' bytes (an nf_tables rule
+/// written by `iptables_nft` with `cni_net::Attrs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Encoded(pub(crate) Vec<u8>);
+
+impl NfBody for Encoded {
+    fn body_len(&self) -> usize {
+        self.0.len()
+    }
+    fn emit_body(&self, buf: &mut [u8]) {
+        if let Some(to) = buf.get_mut(..self.0.len()) {
+            to.copy_from_slice(&self.0);
+        }
+    }
+}
+
 /// A rule or a chain message, for a batch that changes both (a chain
-/// deleted with the rules that jump to it).
+/// deleted with the rules that jump to it, a chain created with its rules).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RuleOrChain {
     Rule(RuleMessage),
+    /// A rule encoded already (`NFT_MSG_NEWRULE`'s body).
+    Encoded(Encoded),
     Chain(ChainMessage),
 }
 
@@ -78,12 +96,14 @@ impl NfBody for RuleOrChain {
     fn body_len(&self) -> usize {
         match self {
             RuleOrChain::Rule(r) => r.body_len(),
+            RuleOrChain::Encoded(r) => r.body_len(),
             RuleOrChain::Chain(c) => c.body_len(),
         }
     }
     fn emit_body(&self, buf: &mut [u8]) {
         match self {
             RuleOrChain::Rule(r) => r.emit_body(buf),
+            RuleOrChain::Encoded(r) => r.emit_body(buf),
             RuleOrChain::Chain(c) => c.emit_body(buf),
         }
     }

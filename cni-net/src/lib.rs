@@ -53,6 +53,7 @@ pub mod udp;
 pub use error::NetError;
 pub use netns::NetNs;
 pub use nfnetlink::NfSocket;
+pub use nl::attrs::Attrs;
 pub use rtnl::{
     Addr, AddrFlags, BridgeOpts, ChildKind, ChildOpts, IpFamily, IpvlanMode, Link, LinkExtras,
     LinkSet, MAX_IFNAME_LEN, Mac, MacvlanMode, Netlink, Route, Rule, TABLE_MAIN, VethOpts,

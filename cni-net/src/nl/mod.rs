@@ -56,6 +56,7 @@
 //! A `Netlink` made by `Netlink::capture()` (tests only) records requests
 //! instead of sending them: compare the bytes with what iproute2 sends.
 
+pub mod attrs;
 pub(crate) mod gaps;
 #[cfg(any(test, feature = "test-support"))]
 pub mod nfnl;

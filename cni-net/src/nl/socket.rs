@@ -480,7 +480,7 @@ impl Socket {
         // already have wrapped their u16 length inside the crate.
         let len32 = u32::try_from(len).map_err(|_| NetError::other(op, "request too long"))?;
         let start = self.send.len();
-        self.send.resize(start + align4(len), 0);
+        super::attrs::extend_zeroed(&mut self.send, align4(len));
         let Some(whole) = self.send.get_mut(start..start + len) else {
             return Err(NetError::other(op, "request too long"));
         };
