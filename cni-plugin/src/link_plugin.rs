@@ -153,6 +153,25 @@ impl ChildConf {
         })
     }
 
+    /// Where ADD's addresses come from, decided before the namespace is
+    /// opened and the parent looked up: with IPAM, its ADD started at once
+    /// ([`IpamJob::early`]: host-local and static; any other once the
+    /// link is there), so that the child's start-up overlaps that work
+    /// and the link's making (dropped on an error return, the job undoes
+    /// itself); else the addresses of `prev` when it has any (ipvlan
+    /// chained on a previous plugin); else L2.
+    pub fn addressing<'a>(
+        &self,
+        args: &'a CmdArgs,
+        prev: Option<&CniResult>,
+    ) -> Result<Addressing<'a>, CniError> {
+        Ok(match prev {
+            _ if self.ipam => Addressing::Started(IpamJob::early(args)?),
+            Some(r) if !r.ips.is_empty() => Addressing::Prev(r.clone()),
+            _ => Addressing::L2,
+        })
+    }
+
     /// STATUS: the configured parent, when it is on the host, must exist.
     pub fn status(&self, args: &CmdArgs) -> Result<(), CniError> {
         let master = self.master.as_deref().filter(|_| !self.link_in_container);
@@ -215,10 +234,18 @@ pub enum Addressing<'a> {
     Ipam,
     /// ADD on the config's IPAM plugin, started by the caller
     /// ([`IpamJob::early`]) before it opened the namespace and looked
-    /// the parent up, so that the child's start-up overlaps them too.
+    /// the parent up, so that the child's start-up overlaps them too
+    /// ([`ChildConf::addressing`]).
     Started(IpamJob<'a>),
     /// A previous plugin's result (ipvlan chained on it).
     Prev(CniResult),
+}
+
+impl Addressing<'_> {
+    /// The link gets addresses (not [`Addressing::L2`]).
+    pub fn l3(&self) -> bool {
+        !matches!(self, Addressing::L2)
+    }
 }
 
 /// How the result is finished and the link announced.

@@ -322,3 +322,81 @@ pub fn bridge_add_check_del(bridge: &std::path::Path, tag: &str, prefix: &str) {
     assert!(container_links(&cont).is_empty());
     assert!(data.reservations().is_empty());
 }
+
+/// ADDs of our child-link plugin `kind` (macvlan, ipvlan, vlan; `extra`
+/// is merged into its config, e.g. `vlanId`) that fail after their IPAM
+/// ADD started, before the link is made: no netns, no parent, an MTU above
+/// the parent's. Each leaves nothing: no link in the container, no
+/// reservation; host-local's `last_reserved_ip.0` shows its ADD did run
+/// (and its DEL gave the address back). The range (`<prefix>.0/30`) has a
+/// single address, so a reservation left behind by any failure would make
+/// the final ADD fail; that ADD gets it, and its DEL leaves nothing.
+/// Namespaces and data tagged `tag`; the segment is `<prefix>.0/24`.
+pub fn failed_adds_after_ipam_leave_nothing(kind: &str, tag: &str, prefix: &str, extra: Value) {
+    let plugin = crate::bin(kind);
+    let seg = Segment::new(&format!("{tag}h"), prefix);
+    let run = seg.plugin(&plugin);
+    let data = DataDir::new(&format!("{tag}d"));
+    let cont = Netns::new(&format!("{tag}c"));
+    let with = |more: Value| {
+        let mut c = conf(
+            kind,
+            &data,
+            "1.0.0",
+            Some(&format!("{prefix}.0/30")),
+            json!({"master": MASTER}),
+        );
+        for v in [&extra, &more] {
+            for (k, v) in v.as_object().into_iter().flatten() {
+                c[k] = v.clone();
+            }
+        }
+        c
+    };
+    let gone = format!("/run/netns/{}-no-such-ns", crate::unique(tag));
+    let no_netns = Invocation::new(&plugin, "ADD")
+        .attach("c-ei", &cont, "eth0")
+        .env("CNI_NETNS", &gone)
+        .in_host(&seg.host)
+        .config(&with(json!({})))
+        .run()
+        .err();
+    assert!(
+        crate::error_msg(&no_netns).starts_with(&format!("failed to open netns {gone:?}")),
+        "{no_netns}"
+    );
+    let nothing_left = |what: &str| {
+        assert!(container_links(&cont).is_empty(), "{what}: a link left");
+        assert!(
+            data.reservations().is_empty(),
+            "{what}: a reservation left: {:?}",
+            data.files()
+        );
+    };
+    nothing_left("no netns");
+    for (more, want) in [
+        (
+            json!({"master": "nope0"}),
+            r#"failed to lookup master "nope0": Link not found"#,
+        ),
+        (
+            json!({"mtu": 1501}),
+            "invalid MTU 1501, must be [0, master MTU(1500)]",
+        ),
+    ] {
+        let e = run.run("ADD", "c-ei", &cont, &with(more.clone())).err();
+        assert_eq!(e["msg"], want, "{more}");
+        nothing_left(want);
+    }
+    assert!(
+        data.files().iter().any(|f| f == "last_reserved_ip.0"),
+        "IPAM ADD never ran: {:?}",
+        data.files()
+    );
+    let c = with(json!({}));
+    let r = run.add("c-ei", &cont, &c);
+    assert_eq!(first_ip(&r), format!("{prefix}.2"), "{r}");
+    run.del("c-ei", &cont, &c);
+    nothing_left("DEL");
+    assert!(seg.host.veths().is_empty(), "{:?}", seg.host.link_names());
+}

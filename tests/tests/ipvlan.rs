@@ -8,8 +8,8 @@
 
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::iface_util::{
-    MASTER, Segment, conf, container_links, first_ip, link, master_conf, ping, skip_unless_kind,
-    with_prev,
+    MASTER, Segment, conf, container_links, failed_adds_after_ipam_leave_nothing, first_ip, link,
+    master_conf, ping, skip_unless_kind, with_prev,
 };
 use rcni_tests::netns_setup::{NOTIFY_OFF, sysctls};
 use rcni_tests::{Netns, bin, error_msg, go_bin};
@@ -198,6 +198,17 @@ fn failures_undo_and_del_is_idempotent() {
     assert!(r.get("ips").is_none(), "{r}");
     plugin.del("c-l2", &cont, &l2);
     assert!(container_links(&cont).is_empty());
+}
+
+/// IPAM starts before the namespace is opened and the parent looked up:
+/// an ADD failing on those (or on the MTU) gives its address back and
+/// makes no link (tags `ei_`, 10.203.2.0/24).
+#[test]
+fn ei_failed_add_after_ipam_started_leaves_nothing() {
+    if skip("ipvlan::ei_failed_add_after_ipam_started_leaves_nothing") {
+        return;
+    }
+    failed_adds_after_ipam_leave_nothing("ipvlan", "ei_iv", "10.203.2", json!({}));
 }
 
 #[test]

@@ -9,8 +9,8 @@
 
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::iface_util::{
-    MASTER, PEER, Segment, container_links, eventually, first_ip, link, master_conf, neighbour,
-    ping, with_prev,
+    MASTER, PEER, Segment, container_links, eventually, failed_adds_after_ipam_leave_nothing,
+    first_ip, link, master_conf, neighbour, ping, with_prev,
 };
 use rcni_tests::netns_setup::{NOTIFY_OFF, sysctls};
 use rcni_tests::{Invocation, Netns, bin, error_msg, go_bin, skip_unless_root};
@@ -330,6 +330,17 @@ fn failures_undo_everything() {
     );
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
     assert!(seg.host.veths().is_empty());
+}
+
+/// IPAM starts before the namespace is opened and the parent looked up
+/// (commit 7c60be7): an ADD failing on those (or on the MTU) gives its
+/// address back and makes no link (tags `ei_`, 10.203.1.0/24).
+#[test]
+fn ei_failed_add_after_ipam_started_leaves_nothing() {
+    if skip_unless_root("macvlan::ei_failed_add_after_ipam_started_leaves_nothing") {
+        return;
+    }
+    failed_adds_after_ipam_leave_nothing("macvlan", "ei_mv", "10.203.1", json!({}));
 }
 
 #[test]

@@ -9,8 +9,8 @@
 
 use rcni_tests::host_local_util::DataDir;
 use rcni_tests::iface_util::{
-    MASTER, PEER, Segment, conf, container_links, link, master_conf, ping, skip_unless_kind,
-    with_prev,
+    MASTER, PEER, Segment, conf, container_links, failed_adds_after_ipam_leave_nothing, link,
+    master_conf, ping, skip_unless_kind, with_prev,
 };
 use rcni_tests::{Netns, bin, error_msg, go_bin};
 use serde_json::{Value, json};
@@ -178,6 +178,17 @@ fn failures_undo_and_del_survives_the_master() {
     seg.host.exec_ok("ip", &["link", "del", MASTER]);
     plugin.del("c3", &cont, &c);
     assert!(container_links(&cont).is_empty() && data.reservations().is_empty());
+}
+
+/// IPAM starts before the namespace is opened and the parent looked up:
+/// an ADD failing on those (or on the MTU) gives its address back and
+/// makes no link (tags `ei_`, 10.203.3.0/24).
+#[test]
+fn ei_failed_add_after_ipam_started_leaves_nothing() {
+    if skip("vlan::ei_failed_add_after_ipam_started_leaves_nothing") {
+        return;
+    }
+    failed_adds_after_ipam_leave_nothing("vlan", "ei_vl", "10.203.3", json!({"vlanId": 203}));
 }
 
 #[test]

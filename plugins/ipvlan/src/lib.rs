@@ -6,7 +6,7 @@
 
 pub mod config;
 
-use cni_plugin::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
+use cni_plugin::link_plugin::{self, Ctx, Expect, L3Opts};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, Plugin};
 use config::{Raw, load};
 
@@ -20,17 +20,16 @@ impl Plugin for Ipvlan {
 
     fn add(&self, args: &CmdArgs) -> CmdResult {
         let conf = load(args)?;
-        let cx = Ctx::open(args)?;
-        let master = conf.master(&cx)?;
-        let new = conf.child.new_link(conf.kind(), &master, None)?;
-        // IPAM when configured; else a previous result's addresses
+        let master_name = conf.master_name()?;
+        // IPAM when configured, started first: its process starts while
+        // the namespace is opened and the parent looked up (it undoes
+        // itself on an error return); else a previous result's addresses
         // (chained); else L2 (the reference refuses: #572).
-        let addressing = match &conf.prev {
-            _ if conf.child.ipam => Addressing::Ipam,
-            Some(r) if !r.ips.is_empty() => Addressing::Prev(r.clone()),
-            _ => Addressing::L2,
-        };
-        let l3 = !matches!(addressing, Addressing::L2);
+        let addressing = conf.child.addressing(args, conf.prev.as_ref())?;
+        let l3 = addressing.l3();
+        let cx = Ctx::open(args)?;
+        let master = conf.child.parent_named(&cx, master_name.as_deref())?;
+        let new = conf.child.new_link(conf.kind(), &master, None)?;
         let opts = L3Opts {
             arp_notify: l3,
             ndisc_notify: l3,

@@ -4,8 +4,7 @@
 
 pub mod config;
 
-use cni_plugin::ipam::IpamJob;
-use cni_plugin::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
+use cni_plugin::link_plugin::{self, Ctx, Expect, L3Opts};
 use cni_skel::{CmdArgs, CmdResult, Output, Plugin};
 
 /// The plugin.
@@ -24,14 +23,10 @@ impl Plugin for Macvlan {
             cni_args.get("MAC"),
             conf.runtime_mac.as_deref(),
         )?;
-        // IPAM first (host-local and static: at once, see IpamJob::early),
-        // so that its process starts while the namespace is opened and the
-        // parent looked up; dropped on an error return, it undoes itself.
-        let (addressing, l3) = if conf.child.ipam {
-            (Addressing::Started(IpamJob::early(args)?), true)
-        } else {
-            (Addressing::L2, false)
-        };
+        // IPAM first: its process starts while the namespace is opened
+        // and the parent looked up (it undoes itself on an error return).
+        let addressing = conf.child.addressing(args, None)?;
+        let l3 = addressing.l3();
         let cx = Ctx::open(args)?;
         let master = conf.child.parent(&cx)?;
         let new = conf.child.new_link(conf.kind(), &master, mac)?;

@@ -5,7 +5,7 @@
 pub mod config;
 
 use cni_plugin::NetResult;
-use cni_plugin::link_plugin::{self, Addressing, Ctx, Expect, L3Opts};
+use cni_plugin::link_plugin::{self, Ctx, Expect, L3Opts};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output, Plugin};
 use config::load;
 
@@ -19,15 +19,13 @@ impl Plugin for Vlan {
 
     fn add(&self, args: &CmdArgs) -> CmdResult {
         let conf = load(args)?;
+        // IPAM first: its process starts while the namespace is opened
+        // and the parent looked up (it undoes itself on an error return).
+        // Without IPAM: L2 (the reference requires IPAM; PR #1302).
+        let addressing = conf.child.addressing(args, None)?;
         let cx = Ctx::open(args)?;
         let master = conf.child.parent(&cx)?;
         let new = conf.child.new_link(conf.kind(), &master, None)?;
-        // Without IPAM: L2 (the reference requires IPAM; PR #1302).
-        let addressing = if conf.child.ipam {
-            Addressing::Ipam
-        } else {
-            Addressing::L2
-        };
         let opts = L3Opts {
             dns: Some(conf.child.dns.clone()),
             ..L3Opts::default()
