@@ -64,16 +64,16 @@ pub struct Conf {
 /// without a `deviceID` that is gone and with a `kernelpath` outside
 /// `/sys/devices/`.
 pub fn load(args: &CmdArgs, sys: &Sysfs) -> Result<Conf, CniError> {
-    load_bytes(&args.stdin, &args.conf, sys, ParseFor::of(args))
+    load_config(&args.config, &args.conf, sys, ParseFor::of(args))
 }
 
-fn load_bytes(
-    stdin: &[u8],
+fn load_config(
+    config: &serde_json::Value,
     common: &cni_skel::NetConf,
     sys: &Sysfs,
     mode: ParseFor,
 ) -> Result<Conf, CniError> {
-    let raw: Raw = cni_skel::gojson::from_slice(stdin)
+    let raw: Raw = cni_skel::gojson::from_value(config)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     let set = |v: Option<String>| v.filter(|s| !s.is_empty());
     let mut pci = set(raw.pci_bus_id);
@@ -131,8 +131,8 @@ mod tests {
     use super::*;
 
     fn load_str(s: &str) -> Result<Conf, CniError> {
-        let common = cni_skel::conf::parse(s.as_bytes())?;
-        load_bytes(s.as_bytes(), &common, &Sysfs::default(), ParseFor::Use)
+        let (config, common) = cni_skel::conf::parse_full(s.as_bytes())?;
+        load_config(&config, &common, &Sysfs::default(), ParseFor::Use)
     }
 
     #[test]
@@ -213,8 +213,8 @@ mod tests {
     #[test]
     fn del_goes_on_without_refused_values() {
         let del = |s: &str| {
-            let common = cni_skel::conf::parse(s.as_bytes()).unwrap();
-            load_bytes(s.as_bytes(), &common, &Sysfs::default(), ParseFor::Del)
+            let (config, common) = cni_skel::conf::parse_full(s.as_bytes()).unwrap();
+            load_config(&config, &common, &Sysfs::default(), ParseFor::Del)
         };
         let c = del(r#"{"name":"n","kernelpath":"/tmp/x"}"#).unwrap();
         assert_eq!(c.selector, Selector::KernelPath("/tmp/x".into()));

@@ -218,7 +218,12 @@ pub fn load_for(stdin: &[u8], cni_args: &str, mode: ParseFor) -> Result<IpamConf
             "",
         )
     })?;
-    let top = object(&top, "config")?;
+    load_value_for(&top, cni_args, mode)
+}
+
+/// [`load_for`] on the config as the skel parsed it (`CmdArgs::config`).
+pub fn load_value_for(top: &Value, cni_args: &str, mode: ParseFor) -> Result<IpamConfig, CniError> {
+    let top = object(top, "config")?;
     let name = get(top, "name")
         .map(|v| string(v, "name"))
         .transpose()?

@@ -30,7 +30,7 @@ impl Plugin for HostLocal {
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {
-        let conf = config::load(&args.stdin, &args.args)?;
+        let conf = config::load_value_for(&args.config, &args.args, cni_skel::ParseFor::Use)?;
         let dns = match &conf.resolv_conf {
             Some(path) => resolv::parse_file(path)?,
             None => Dns::default(),
@@ -68,7 +68,7 @@ impl Plugin for HostLocal {
     }
 
     fn del(&self, args: &CmdArgs) -> CmdResult {
-        let conf = config::load_for(&args.stdin, &args.args, cni_skel::ParseFor::Del)?;
+        let conf = config::load_value_for(&args.config, &args.args, cni_skel::ParseFor::Del)?;
         // Nothing to release when the directory does not exist; do not create it.
         let Some(store) = Store::open_existing(&conf.network_dir())? else {
             return Ok(Output::Nothing);
@@ -80,7 +80,7 @@ impl Plugin for HostLocal {
     }
 
     fn check(&self, args: &CmdArgs) -> CmdResult {
-        let conf = config::load(&args.stdin, &args.args)?;
+        let conf = config::load_value_for(&args.config, &args.args, cni_skel::ParseFor::Use)?;
         let not_found = || {
             CniError::internal(format!(
                 "host-local: Failed to find address added by container {}",
@@ -106,7 +106,7 @@ impl Plugin for HostLocal {
     }
 
     fn gc(&self, args: &CmdArgs) -> CmdResult {
-        let conf = config::load(&args.stdin, &args.args)?;
+        let conf = config::load_value_for(&args.config, &args.args, cni_skel::ParseFor::Use)?;
         let valid = cni_skel::conf::valid_attachments(&args.stdin)?;
         let Some(store) = Store::open_existing(&conf.network_dir())? else {
             return Ok(Output::Nothing);
@@ -124,7 +124,7 @@ impl Plugin for HostLocal {
     }
 
     fn status(&self, args: &CmdArgs) -> CmdResult {
-        let conf = config::load(&args.stdin, &args.args)?;
+        let conf = config::load_value_for(&args.config, &args.args, cni_skel::ParseFor::Use)?;
         let dir = conf.network_dir();
         let unavailable = |msg: String| {
             CniError::new(

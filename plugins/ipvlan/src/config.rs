@@ -34,15 +34,15 @@ pub struct Conf {
 
 /// Parses the config on stdin.
 pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
-    load_bytes(&args.stdin, &args.conf, || args.prev_result())
+    load_config(&args.config, &args.conf, || args.prev_result())
 }
 
-fn load_bytes(
-    stdin: &[u8],
+fn load_config(
+    config: &serde_json::Value,
     common: &cni_skel::NetConf,
     prev: impl FnOnce() -> Result<Option<CniResult>, CniError>,
 ) -> Result<Conf, CniError> {
-    let raw: Raw = cni_skel::gojson::from_slice(stdin)
+    let raw: Raw = cni_skel::gojson::from_value(config)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     let mode = match raw.mode.as_deref() {
         None | Some("") => IpvlanMode::L2,
@@ -96,13 +96,13 @@ mod tests {
     use super::*;
 
     fn load_str(s: &str) -> Result<Conf, CniError> {
-        let common = cni_skel::conf::parse(s.as_bytes())?;
+        let (config, common) = cni_skel::conf::parse_full(s.as_bytes())?;
         let prev = common
             .prev_result
             .clone()
             .map(|m| CniResult::parse_prev(&m, common.cni_version()))
             .transpose();
-        load_bytes(s.as_bytes(), &common, || prev)
+        load_config(&config, &common, || prev)
     }
 
     #[test]

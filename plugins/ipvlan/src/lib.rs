@@ -42,7 +42,7 @@ impl Plugin for Ipvlan {
     /// The JSON only: DEL needs neither the parent nor a default route
     /// (the reference fails without them).
     fn del(&self, args: &CmdArgs) -> CmdResult {
-        let raw: Result<Raw, _> = cni_skel::gojson::from_slice(&args.stdin);
+        let raw: Result<Raw, _> = cni_skel::gojson::from_value(&args.config);
         raw.map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
         link_plugin::del(args, args.conf.ipam_type().is_some())?;
         Ok(Output::Nothing)

@@ -63,15 +63,15 @@ impl Conf {
 /// unknown `mode` is only logged, as the reference's DEL ignores it:
 /// [`ParseFor`]).
 pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
-    load_bytes(&args.stdin, &args.conf, ParseFor::of(args))
+    load_config(&args.config, &args.conf, ParseFor::of(args))
 }
 
-fn load_bytes(
-    stdin: &[u8],
+fn load_config(
+    config: &serde_json::Value,
     common: &cni_skel::NetConf,
     mode_for: ParseFor,
 ) -> Result<Conf, CniError> {
-    let raw: Raw = cni_skel::gojson::from_slice(stdin)
+    let raw: Raw = cni_skel::gojson::from_value(config)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     let mode = match raw.mode.as_deref() {
         None | Some("") => MacvlanMode::Bridge,
@@ -95,8 +95,8 @@ mod tests {
     use super::*;
 
     fn load_str(s: &str) -> Result<Conf, CniError> {
-        let common = cni_skel::conf::parse(s.as_bytes())?;
-        load_bytes(s.as_bytes(), &common, ParseFor::Use)
+        let (config, common) = cni_skel::conf::parse_full(s.as_bytes())?;
+        load_config(&config, &common, ParseFor::Use)
     }
 
     #[test]
@@ -151,9 +151,9 @@ mod tests {
     #[test]
     fn del_goes_on_without_an_unknown_mode() {
         let s = r#"{"name":"n","master":"eth1","mode":"bogus"}"#;
-        let common = cni_skel::conf::parse(s.as_bytes()).unwrap();
+        let (config, common) = cni_skel::conf::parse_full(s.as_bytes()).unwrap();
         assert!(load_str(s).is_err());
-        let c = load_bytes(s.as_bytes(), &common, ParseFor::Del).unwrap();
+        let c = load_config(&config, &common, ParseFor::Del).unwrap();
         assert_eq!(c.mode, MacvlanMode::Bridge);
     }
 }

@@ -5,7 +5,7 @@ use crate::{addrs_of, ipt, nft, resolve};
 use cni_skel::{CmdArgs, CmdResult, Output};
 
 pub fn check(args: &CmdArgs) -> CmdResult {
-    let conf = config::parse(&args.stdin)?;
+    let conf = config::parse(&args.config)?;
     let prev = args.required_prev_result("Required prevResult missing")?;
     if conf.mappings.is_empty() {
         return Ok(Output::Nothing);

@@ -209,15 +209,24 @@ fn bad(msg: impl Into<String>) -> CniError {
 }
 
 /// Parses and validates the whole config (not `prevResult`).
-pub fn parse(stdin: &[u8]) -> Result<Conf, CniError> {
-    parse_for(stdin, ParseFor::Use)
+pub fn parse(config: &serde_json::Value) -> Result<Conf, CniError> {
+    parse_for(config, ParseFor::Use)
+}
+
+/// [`parse`] of a config's text, as the skel hands it over (parsed once),
+/// for tests.
+#[cfg(test)]
+pub(crate) fn parse_text(text: &[u8]) -> Result<Conf, CniError> {
+    let config = serde_json::from_slice(text)
+        .map_err(|e| bad(format!("failed to parse network configuration: {e}")))?;
+    parse(&config)
 }
 
 /// [`parse`] for `mode`: for DEL, which removes the attachment's chains by
 /// its container ID (and flushes the UDP mappings' conntrack entries), a
 /// refused value is logged and its default (a refused mapping: none) used.
-pub fn parse_for(stdin: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
-    let raw: Raw = cni_skel::gojson::from_slice(stdin)
+pub fn parse_for(config: &serde_json::Value, mode: ParseFor) -> Result<Conf, CniError> {
+    let raw: Raw = cni_skel::gojson::from_value(config)
         .map_err(|e| bad(format!("failed to parse network configuration: {e}")))?;
     mode.check(
         if raw.mark_masq_bit.is_some() && raw.external_set_mark_chain.is_some() {
@@ -385,6 +394,12 @@ pub fn container_addrs(prev: &CniResult, ifname: &str) -> (Option<IpNetwork>, Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use super::parse_text as parse;
+
+    fn parse_for(text: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
+        super::parse_for(&serde_json::from_slice(text).unwrap(), mode)
+    }
 
     fn conf(extra: &str) -> Result<Conf, CniError> {
         parse(format!(r#"{{"cniVersion":"1.0.0","name":"n","type":"portmap"{extra}}}"#).as_bytes())

@@ -5,7 +5,7 @@ use crate::{config, ipt, lock, nft};
 use cni_skel::{CmdArgs, CmdResult, CniError, Output};
 
 pub fn gc(args: &CmdArgs) -> CmdResult {
-    let conf = config::parse(&args.stdin)?;
+    let conf = config::parse(&args.config)?;
     // Portmap's rules are per container, whatever the interface.
     let valid: Vec<String> = cni_skel::conf::valid_attachments(&args.stdin)?
         .into_iter()

@@ -495,7 +495,7 @@ pub fn gc(network: &str, valid: &[String]) -> Result<(), CniError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse;
+    use crate::config::parse_text as parse;
 
     fn conf(extra: &str) -> Conf {
         parse(

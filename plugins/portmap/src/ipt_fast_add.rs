@@ -211,7 +211,7 @@ pub fn add(conf: &Conf, container_id: &str, addr: IpNetwork) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
-    use crate::config::parse;
+    use crate::config::parse_text as parse;
 
     /// The configurations (and container addresses) whose fast-path
     /// batches were captured from iptables-restore: every rule form the

@@ -78,7 +78,7 @@ fn flush_conntrack(conf: &Conf, family: Option<cni_net::IpFamily>) {
 }
 
 fn parse_wrapped(args: &CmdArgs) -> Result<Conf, CniError> {
-    config::parse_for(&args.stdin, cni_skel::ParseFor::of(args))
+    config::parse_for(&args.config, cni_skel::ParseFor::of(args))
         .map_err(|e| e.context("failed to parse config"))
 }
 

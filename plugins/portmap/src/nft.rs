@@ -305,7 +305,7 @@ pub fn gc(network: &str, valid: &[String]) -> Result<(), CniError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse;
+    use crate::config::parse_text as parse;
     use cni_fw::nft::parse_table_text;
 
     fn conf(extra: &str) -> Conf {

@@ -10,7 +10,7 @@ fn nft_usable() -> bool {
 }
 
 pub fn status(args: &CmdArgs) -> CmdResult {
-    let conf = config::parse(&args.stdin)?;
+    let conf = config::parse(&args.config)?;
     let iptables = || ipt::save(false).is_ok() || ipt::save(true).is_ok();
     let usable = match conf.backend {
         Some(Backend::Iptables) => iptables(),

@@ -58,17 +58,26 @@ impl Gateways {
     }
 }
 
+fn parse_error(e: serde_json::Error) -> CniError {
+    CniError::invalid_config(format!("failed to parse network configuration: {e}"))
+}
+
 impl Conf {
     /// The config, `table` checked (for DEL, a refused `table` is the
     /// table whose rules DEL removes, as in the reference: [`ParseFor`]).
     pub fn parse(args: &CmdArgs) -> Result<Conf, CniError> {
-        Conf::from_slice(&args.stdin, ParseFor::of(args))
+        Conf::from_config(&args.config, ParseFor::of(args))
     }
 
-    fn from_slice(stdin: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
-        let c: Raw = cni_skel::gojson::from_slice(stdin).map_err(|e| {
-            CniError::invalid_config(format!("failed to parse network configuration: {e}"))
-        })?;
+    /// [`Conf::parse`] of a config's text, as the skel hands it over
+    /// (parsed once), for tests.
+    #[cfg(test)]
+    fn from_slice(text: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
+        Conf::from_config(&serde_json::from_slice(text).map_err(parse_error)?, mode)
+    }
+
+    fn from_config(config: &serde_json::Value, mode: ParseFor) -> Result<Conf, CniError> {
+        let c: Raw = cni_skel::gojson::from_value(config).map_err(parse_error)?;
         let table = match c.table {
             None => None,
             // As the reference's netlink sends it: 0 or less is no table

@@ -259,9 +259,9 @@ fn from_cni_args(raw: &str, out: &mut Vec<Pending>) -> Result<(), CniError> {
 
 /// Loads the config from stdin and `CNI_ARGS` as the reference's
 /// `LoadIPAMConfig` does, in the same order (so the same error wins).
-pub fn load(stdin: &[u8], cni_args: &str) -> Result<StaticConf, CniError> {
+pub fn load(config: &serde_json::Value, cni_args: &str) -> Result<StaticConf, CniError> {
     let net: Net =
-        cni_skel::gojson::from_slice(stdin).map_err(|e| config_error(format!("json: {e}")))?;
+        cni_skel::gojson::from_value(config).map_err(|e| config_error(format!("json: {e}")))?;
     let Some(ipam) = net.ipam else {
         return Err(config_error("IPAM config missing 'ipam' key"));
     };
@@ -333,7 +333,7 @@ mod tests {
     use super::*;
 
     fn load_str(conf: &str, args: &str) -> Result<StaticConf, CniError> {
-        load(conf.as_bytes(), args)
+        load(&serde_json::from_str(conf).unwrap(), args)
     }
 
     fn addrs(c: &StaticConf) -> Vec<String> {

@@ -56,7 +56,7 @@ impl Plugin for Static {
     }
 
     fn add(&self, args: &CmdArgs) -> CmdResult {
-        let conf = config::load(&args.stdin, &args.args)?;
+        let conf = config::load(&args.config, &args.args)?;
         Ok(result(conf, args.cni_version()).into())
     }
 
@@ -67,7 +67,7 @@ impl Plugin for Static {
     }
 
     fn check(&self, args: &CmdArgs) -> CmdResult {
-        let conf = config::load(&args.stdin, &args.args)?;
+        let conf = config::load(&args.config, &args.args)?;
         let prev = args
             .conf
             .prev_result

@@ -79,16 +79,16 @@ pub fn load(args: &CmdArgs) -> Result<TapConf, CniError> {
 /// key or an MTU ADD refuses is logged, so DEL can always clean up (the
 /// reference's DEL fails on the first two).
 pub fn load_for(args: &CmdArgs, mode: ParseFor) -> Result<TapConf, CniError> {
-    load_from(&args.stdin, &args.conf, &args.args, mode)
+    load_config(&args.config, &args.conf, &args.args, mode)
 }
 
-fn load_from(
-    stdin: &[u8],
+fn load_config(
+    config: &serde_json::Value,
     common: &cni_skel::NetConf,
     cni_args: &str,
     mode: ParseFor,
 ) -> Result<TapConf, CniError> {
-    let raw: Raw = cni_skel::gojson::from_slice(stdin).map_err(failed)?;
+    let raw: Raw = cni_skel::gojson::from_value(config).map_err(failed)?;
     let from_args = if cni_args.is_empty() {
         None
     } else {
@@ -137,8 +137,8 @@ mod tests {
     use super::*;
 
     fn load_str(s: &str, cni_args: &str) -> Result<TapConf, CniError> {
-        let common = cni_skel::conf::parse(s.as_bytes())?;
-        load_from(s.as_bytes(), &common, cni_args, ParseFor::Use)
+        let (config, common) = cni_skel::conf::parse_full(s.as_bytes())?;
+        load_config(&config, &common, cni_args, ParseFor::Use)
     }
 
     #[test]

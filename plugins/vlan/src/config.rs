@@ -37,11 +37,15 @@ pub struct Conf {
 /// container and reads neither, only logs a missing `master` or a VLAN ID
 /// ADD refuses ([`ParseFor`]).
 pub fn load(args: &CmdArgs) -> Result<Conf, CniError> {
-    load_bytes(&args.stdin, &args.conf, ParseFor::of(args))
+    load_config(&args.config, &args.conf, ParseFor::of(args))
 }
 
-fn load_bytes(stdin: &[u8], common: &cni_skel::NetConf, mode: ParseFor) -> Result<Conf, CniError> {
-    let raw: Raw = cni_skel::gojson::from_slice(stdin)
+fn load_config(
+    config: &serde_json::Value,
+    common: &cni_skel::NetConf,
+    mode: ParseFor,
+) -> Result<Conf, CniError> {
+    let raw: Raw = cni_skel::gojson::from_value(config)
         .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
     let child = ChildConf::new(raw.master, raw.mtu, raw.link_in_container, common);
     mode.check(match child.master {
@@ -77,8 +81,8 @@ mod tests {
     use super::*;
 
     fn load_str(s: &str) -> Result<Conf, CniError> {
-        let common = cni_skel::conf::parse(s.as_bytes())?;
-        load_bytes(s.as_bytes(), &common, ParseFor::Use)
+        let (config, common) = cni_skel::conf::parse_full(s.as_bytes())?;
+        load_config(&config, &common, ParseFor::Use)
     }
 
     #[test]
@@ -134,12 +138,9 @@ mod tests {
             r#"{"name":"n","master":"eth0","vlanId":-1}"#,
             r#"{"name":"n","vlanId":5}"#,
         ] {
-            let common = cni_skel::conf::parse(s.as_bytes()).unwrap();
+            let (config, common) = cni_skel::conf::parse_full(s.as_bytes()).unwrap();
             assert!(load_str(s).is_err(), "{s}");
-            assert!(
-                load_bytes(s.as_bytes(), &common, ParseFor::Del).is_ok(),
-                "{s}"
-            );
+            assert!(load_config(&config, &common, ParseFor::Del).is_ok(), "{s}");
         }
     }
 }

@@ -22,15 +22,25 @@ pub struct Conf {
     pub table: Option<u32>,
 }
 
+fn load_error(e: serde_json::Error) -> CniError {
+    CniError::invalid_config(format!("failed to load netconf: {e}"))
+}
+
 impl Conf {
     /// Parses the config on stdin (leniently for DEL: [`ParseFor`]).
     pub fn parse(args: &CmdArgs) -> Result<Conf, CniError> {
-        Conf::from_json(&args.stdin, ParseFor::of(args))
+        Conf::from_config(&args.config, ParseFor::of(args))
     }
 
-    fn from_json(stdin: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
-        let c: RawConf = cni_skel::gojson::from_slice(stdin)
-            .map_err(|e| CniError::invalid_config(format!("failed to load netconf: {e}")))?;
+    /// [`Conf::parse`] of a config's text, as the skel hands it over
+    /// (parsed once), for tests.
+    #[cfg(test)]
+    fn from_json(text: &[u8], mode: ParseFor) -> Result<Conf, CniError> {
+        Conf::from_config(&serde_json::from_slice(text).map_err(load_error)?, mode)
+    }
+
+    fn from_config(config: &serde_json::Value, mode: ParseFor) -> Result<Conf, CniError> {
+        let c: RawConf = cni_skel::gojson::from_value(config).map_err(load_error)?;
         let vrfname = c.vrfname.unwrap_or_default();
         if vrfname.is_empty() {
             return Err(CniError::invalid_config(
