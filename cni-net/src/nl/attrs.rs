@@ -9,9 +9,9 @@
 //! of an nf_tables rule's expression about 20 times (`NFTA_DATA_VALUE` in
 //! `NFTA_CMP_DATA` in `NFTA_EXPR_DATA` in `NFTA_LIST_ELEM` in
 //! `NFTA_RULE_EXPRESSIONS`).
-//! The leaves can still be the crates' typed attributes ([`Attrs::emit`]).
+//! The leaves can still be the crates' typed attributes ([`Attrs::nla`]).
 
-use netlink_packet_core::Emitable;
+use netlink_packet_core::{NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLA_TYPE_MASK, Nla};
 use std::fmt;
 
 /// A message or attribute list that could not be built.
@@ -79,15 +79,25 @@ impl Attrs {
         self
     }
 
-    /// Appends `item` as the crate that types it emits it (a whole
-    /// attribute, or a list of them).
-    pub fn emit<T: Emitable + ?Sized>(&mut self, item: &T) -> &mut Attrs {
-        let start = self.buf.len();
-        extend_zeroed(&mut self.buf, item.buffer_len());
-        if let Some(room) = self.buf.get_mut(start..) {
-            item.emit(room);
+    /// Appends `item`, an attribute a crate types, with the header its
+    /// `Emitable` writes (the kind, with `NLA_F_NESTED` and
+    /// `NLA_F_NET_BYTEORDER` as the item says) and the value it emits:
+    /// the same bytes, its length measured once.
+    pub fn nla<T: Nla>(&mut self, item: &T) -> &mut Attrs {
+        let mut kind = item.kind() & NLA_TYPE_MASK;
+        if item.is_network_byteorder() {
+            kind |= NLA_F_NET_BYTEORDER;
         }
-        self.buf.resize(align4(self.buf.len()), 0);
+        if item.is_nested() {
+            kind |= NLA_F_NESTED;
+        }
+        let start = self.nest(kind);
+        let at = self.buf.len();
+        extend_zeroed(&mut self.buf, item.value_len());
+        if let Some(room) = self.buf.get_mut(at..) {
+            item.emit_value(room);
+        }
+        self.end(start);
         self
     }
 
@@ -95,8 +105,8 @@ impl Attrs {
     /// e.g. `NLA_F_NESTED`); returns its start for [`Attrs::end`].
     pub fn nest(&mut self, kind: u16) -> usize {
         let start = self.buf.len();
-        self.buf.extend_from_slice(&[0u8; 2]);
-        self.buf.extend_from_slice(&kind.to_ne_bytes());
+        let [k0, k1] = kind.to_ne_bytes();
+        self.buf.extend_from_slice(&[0, 0, k0, k1]);
         start
     }
 
@@ -137,7 +147,7 @@ impl Attrs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netlink_packet_core::{DefaultNla, NLA_F_NESTED};
+    use netlink_packet_core::{DefaultNla, Emitable};
 
     /// The same bytes as netlink-packet-core's emit of the same nesting.
     #[test]
@@ -158,8 +168,14 @@ mod tests {
         let mut a = Attrs::default();
         a.attr(9, &[1]);
         let n = a.nest(3 | NLA_F_NESTED);
-        a.cstr(1, "abc").emit(&leaves[1]);
+        a.cstr(1, "abc").nla(&leaves[1]);
         a.end(n);
+        assert_eq!(a.finish().unwrap(), want);
+        // A typed attribute whose kind says nested, emitted whole.
+        let mut a = Attrs::default();
+        a.nla(&outer[1]);
+        let mut want = vec![0; outer[1].buffer_len()];
+        outer[1].emit(&mut want);
         assert_eq!(a.finish().unwrap(), want);
     }
 
