@@ -116,13 +116,14 @@ fn shared_ready_nft(conf: &Conf, nf: &mut NfTables) -> Option<bool> {
     let jumps_to = |rules: &[RuleSummary], target: &str| {
         rules.iter().any(|r| r.jumps.iter().any(|j| j == target))
     };
+    // A jump to CNI-HOSTPORT-DNAT means the chain exists: nf_tables
+    // refuses a jump to a missing chain and the deletion of a chain that
+    // is jumped to (and the batch, which appends to it, would fail as a
+    // whole). Asking for it as well was one more round trip.
     for chain in ["PREROUTING", "OUTPUT"] {
         if !jumps_to(&nf.chain_rules(TABLE, chain).ok()?, DNAT_CHAIN) {
             return Some(false);
         }
-    }
-    if !nf.chain_exists(TABLE, DNAT_CHAIN).ok()? {
-        return Some(false);
     }
     if conf.snat && conf.external_set_mark_chain.is_none() {
         if !jumps_to(&nf.chain_rules(TABLE, "POSTROUTING").ok()?, MASQ_CHAIN) {
