@@ -378,7 +378,7 @@ fn create_in_container(args: &CmdArgs, cx: &Ctx, new: &NewLink<'_>) -> Result<Li
     }
     let mut temp = None;
     for _ in 0..TEMP_NAME_TRIES {
-        let name = random_veth_name()?;
+        let name = random_veth_name();
         match create(&name) {
             Ok(()) => {
                 temp = Some(name);

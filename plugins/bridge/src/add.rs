@@ -26,16 +26,11 @@ const PORT_UP_BUDGET: Duration = Duration::from_millis(2550);
 /// The interface index of the container veth in the result.
 const CONTAINER_IDX: usize = 2;
 
-/// A random locally administered unicast MAC; `None` if there is no
-/// randomness to be had (the kernel then picks one).
-fn random_mac() -> Option<Mac> {
-    use std::io::Read;
-    let mut b = [0u8; 6];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .ok()?;
+/// A random locally administered unicast MAC.
+fn random_mac() -> Mac {
+    let mut b: [u8; 6] = cni_plugin::iface::random_bytes();
     b[0] = (b[0] & 0xfe) | 0x02;
-    Some(Mac(b))
+    Mac(b)
 }
 
 /// Creates or finds the bridge, up, with `accept_ra=0`.
@@ -47,7 +42,7 @@ pub fn setup_bridge(nl: &Netlink, conf: &Conf) -> Result<Link, CniError> {
             // A MAC given at creation is "set", so the kernel never swaps it
             // for a port's as ports come and go (cni#285): stable also in L2
             // mode, where no gateway address pins it.
-            mac: random_mac(),
+            mac: Some(random_mac()),
             promisc: conf.promisc,
             vlan_filtering: conf.vlan_filtering().then_some(true),
             up: true,
@@ -703,10 +698,14 @@ mod tests {
     }
 
     #[test]
-    fn random_macs_are_local_unicast() {
-        for _ in 0..20 {
-            let m = random_mac().unwrap();
+    fn random_macs_are_local_unicast_and_differ() {
+        let macs: Vec<Mac> = (0..20).map(|_| random_mac()).collect();
+        for m in &macs {
             assert_eq!(m.0[0] & 0x03, 0x02);
         }
+        let mut distinct = macs.clone();
+        distinct.sort_by_key(|m| m.0);
+        distinct.dedup();
+        assert_eq!(distinct.len(), macs.len(), "{macs:?}");
     }
 }
