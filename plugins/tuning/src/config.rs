@@ -8,7 +8,7 @@ use cni_net::Mac;
 use cni_skel::{CmdArgs, CniError, ParseFor};
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -399,10 +399,11 @@ pub fn check_duplicate_sysctls(stdin: &[u8]) -> Result<(), CniError> {
         }
         fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Top, A::Error> {
             // One set for every `sysctl` key spelling, as the reference's
-            // global map.
-            let mut seen = HashSet::new();
-            while let Some(k) = m.next_key::<String>()? {
-                if k.eq_ignore_ascii_case("sysctl") {
+            // global map. Ordered: a hash set's keys would cost a
+            // getrandom(2) call, for a handful of keys.
+            let mut seen = BTreeSet::new();
+            while let Some(sysctl) = m.next_key_seed(IsSysctl)? {
+                if sysctl {
                     m.next_value_seed(Keys(&mut seen))?;
                 } else {
                     m.next_value::<IgnoredAny>()?;
@@ -411,7 +412,25 @@ pub fn check_duplicate_sysctls(stdin: &[u8]) -> Result<(), CniError> {
             Ok(Top)
         }
     }
-    struct Keys<'a>(&'a mut HashSet<String>);
+    /// Whether a top-level key is a spelling of `sysctl`, read without a
+    /// copy of the key (the parser hands over the text, unescaped).
+    struct IsSysctl;
+    impl<'de> de::DeserializeSeed<'de> for IsSysctl {
+        type Value = bool;
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    impl<'de> Visitor<'de> for IsSysctl {
+        type Value = bool;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a key")
+        }
+        fn visit_str<E>(self, k: &str) -> Result<bool, E> {
+            Ok(k.eq_ignore_ascii_case("sysctl"))
+        }
+    }
+    struct Keys<'a>(&'a mut BTreeSet<String>);
     impl<'de> de::DeserializeSeed<'de> for Keys<'_> {
         type Value = ();
         fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -708,6 +727,8 @@ mod tests {
         for dup in [
             r#"{"sysctl":{"a":"1","a":"2"}}"#,
             r#"{"sysctl":{"a":"1"},"Sysctl":{"a":"2"}}"#,
+            // A key written with escapes is the key it spells.
+            r#"{"sysctl":{"a":"1"},"\u0053ysctl":{"\u0061":"2"}}"#,
         ] {
             assert_eq!(
                 check_duplicate_sysctls(dup.as_bytes()).unwrap_err().msg,
