@@ -26,23 +26,64 @@ pub struct NetConf {
     /// DNS settings.
     #[serde(default)]
     pub dns: Option<Dns>,
-    /// Capability arguments from the runtime.
+    /// Capability arguments from the runtime: an object (any other type is
+    /// an error); a plugin reads what it holds from [`crate::CmdArgs::config`].
     #[serde(default)]
-    pub runtime_config: Option<Map<String, Value>>,
-    /// The previous plugin's result in a chain: a JSON object (any other
-    /// type is an error), kept as the value [`crate::types::CniResult::parse_prev`]
-    /// reads, so that reading it copies nothing.
-    #[serde(default, deserialize_with = "object")]
-    pub prev_result: Option<Value>,
-    /// `args` (e.g. `args.cni.ips`).
+    pub runtime_config: Option<Object>,
+    /// The previous plugin's result in a chain: an object (any other type
+    /// is an error), read by [`crate::CmdArgs::prev_result`] from the
+    /// config itself.
     #[serde(default)]
-    pub args: Option<Map<String, Value>>,
+    pub prev_result: Option<Object>,
+    /// `args` (e.g. `args.cni.ips`): an object (any other type is an error).
+    #[serde(default)]
+    pub args: Option<Object>,
 }
 
-/// An optional JSON object, as a [`Value`]: `null` is `None`, another
-/// type the error a `Map` gives.
-fn object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Option::<Map<String, Value>>::deserialize(d).map(|m| m.map(Value::Object))
+/// A key whose value is a JSON object, checked as a `Map` would be (the
+/// same error for another type) without copying what it holds: the skel
+/// keeps the whole parsed config, and a copy of `prevResult` was most of
+/// what reading the common keys cost a chained plugin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Object;
+
+impl<'de> Deserialize<'de> for Object {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Object, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Object;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Object, A::Error> {
+                while m
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Object)
+            }
+        }
+        d.deserialize_map(Visitor)
+    }
+}
+
+/// The names of [`NetConf`]'s fields, as serde matches keys to them.
+const FIELDS: &[&str] = &[
+    "cniVersion",
+    "name",
+    "type",
+    "ipam",
+    "dns",
+    "runtimeConfig",
+    "prevResult",
+    "args",
+];
+
+/// The value [`NetConf`]'s field `field` (one of [`FIELDS`]) was read
+/// from in `config`, by the same key matching (Go's, [`crate::gojson`]):
+/// what a plugin reads of an [`Object`] field.
+pub fn field<'a>(config: &'a Value, field: &str) -> Option<&'a Value> {
+    crate::gojson::struct_field(config.as_object()?, field, FIELDS)
 }
 
 impl NetConf {
@@ -210,6 +251,93 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn object_keys_are_checked_as_maps_were() {
+        for (bad, want) in [
+            (
+                r#"{"name":"n","prevResult":"x"}"#,
+                r#"invalid type: string "x", expected a map"#,
+            ),
+            (
+                r#"{"name":"n","runtimeConfig":3}"#,
+                "invalid type: integer `3`, expected a map",
+            ),
+            (
+                r#"{"name":"n","args":[1]}"#,
+                "invalid type: sequence, expected a map",
+            ),
+        ] {
+            let e = parse(bad.as_bytes()).unwrap_err();
+            assert_eq!(
+                e.msg,
+                format!("error unmarshall network config: {want}"),
+                "{bad}"
+            );
+        }
+        let c = parse(br#"{"name":"n","prevResult":null,"args":{"cni":{"x":[1]}}}"#).unwrap();
+        assert_eq!((c.prev_result, c.args), (None, Some(Object)));
+    }
+
+    /// NetConf's fields exactly as serde lists them to a deserializer.
+    #[test]
+    fn fields_are_netconfs() {
+        struct Names;
+        impl<'de> serde::Deserializer<'de> for Names {
+            type Error = serde_json::Error;
+            fn deserialize_any<V: serde::de::Visitor<'de>>(
+                self,
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                Err(serde::de::Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: serde::de::Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                Err(serde::de::Error::custom(fields.join(",")))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+                bytes byte_buf option unit unit_struct newtype_struct seq tuple
+                tuple_struct map enum identifier ignored_any
+            }
+        }
+        let e = NetConf::deserialize(Names).unwrap_err();
+        assert_eq!(e.to_string(), FIELDS.join(","));
+    }
+
+    /// What `field` finds is what deserialising the struct reads, among
+    /// keys spelt in several cases, null and absent ones.
+    #[test]
+    fn field_finds_what_the_struct_reads() {
+        #[derive(Deserialize)]
+        struct Probe {
+            #[serde(default, rename = "prevResult")]
+            prev: Option<Value>,
+            #[serde(default, rename = "runtimeConfig")]
+            runtime: Option<Value>,
+        }
+        for text in [
+            r#"{"prevResult":{"a":1}}"#,
+            r#"{"PrevResult":{"a":1},"prevresult":{"b":2}}"#,
+            r#"{"prevresult":{"b":2},"PREVRESULT":{"c":3}}"#,
+            r#"{"prevResult":{"a":1},"PrevResult":{"b":2}}"#,
+            r#"{"prevResult":null,"PrevResult":{"b":2}}"#,
+            r#"{"PrevResult":null,"prevresult":{"b":2}}"#,
+            r#"{"RuntimeConfig":{"x":1},"runtimeConfig":null}"#,
+            r#"{"runtimeconfig":{"x":1},"prevResult":{}}"#,
+            r#"{}"#,
+        ] {
+            let v: Value = serde_json::from_str(text).unwrap();
+            let p: Probe = crate::gojson::from_value(&v).unwrap();
+            assert_eq!(field(&v, "prevResult"), p.prev.as_ref(), "{text}");
+            assert_eq!(field(&v, "runtimeConfig"), p.runtime.as_ref(), "{text}");
+        }
+        assert_eq!(field(&Value::Null, "prevResult"), None);
     }
 
     #[test]

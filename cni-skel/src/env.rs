@@ -186,9 +186,16 @@ impl CmdArgs {
         self.conf.cni_version()
     }
 
+    /// The `prevResult` as the config holds it (an object; `None` when
+    /// absent or null).
+    pub fn prev_result_value(&self) -> Option<&serde_json::Value> {
+        self.conf.prev_result?;
+        crate::conf::field(&self.config, "prevResult")
+    }
+
     /// The `prevResult`, parsed in the config's version family.
     pub fn prev_result(&self) -> Result<Option<crate::types::CniResult>, CniError> {
-        match &self.conf.prev_result {
+        match self.prev_result_value() {
             None => Ok(None),
             Some(v) => crate::types::CniResult::parse_prev(v, self.cni_version())
                 .map(Some)

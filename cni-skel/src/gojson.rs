@@ -43,6 +43,21 @@ pub fn field<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
         .filter(|v| !v.is_null())
 }
 
+/// The value serde sees for the struct field `field` (one of `fields`,
+/// the struct's) when deserialising `m` with Go's key matching: the same
+/// choice among differently cased keys as [`from_value`] makes.
+pub fn struct_field<'a>(
+    m: &'a Map<String, Value>,
+    field: &str,
+    fields: &'static [&'static str],
+) -> Option<&'a Value> {
+    Entries::folded(m, fields)
+        .entries
+        .into_iter()
+        .find(|(k, _)| *k == field)
+        .map(|(_, v)| v)
+}
+
 /// The field `key` names: itself if declared, else the first declared field
 /// equal to it ignoring ASCII case, else `key` unchanged (unknown).
 fn field_for<'a>(key: &'a str, fields: &'static [&'static str]) -> &'a str {

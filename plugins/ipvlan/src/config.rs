@@ -97,10 +97,8 @@ mod tests {
 
     fn load_str(s: &str) -> Result<Conf, CniError> {
         let (config, common) = cni_skel::conf::parse_full(s.as_bytes())?;
-        let prev = common
-            .prev_result
-            .clone()
-            .map(|m| CniResult::parse_prev(&m, common.cni_version()))
+        let prev = cni_skel::conf::field(&config, "prevResult")
+            .map(|m| CniResult::parse_prev(m, common.cni_version()))
             .transpose();
         load_config(&config, &common, || prev)
     }

@@ -69,9 +69,7 @@ impl Plugin for Static {
     fn check(&self, args: &CmdArgs) -> CmdResult {
         let conf = config::load(&args.config, &args.args)?;
         let prev = args
-            .conf
-            .prev_result
-            .as_ref()
+            .prev_result_value()
             .ok_or_else(|| CniError::internal("Required prevResult missing"))?;
         let prev = CniResult::parse_prev(prev, args.cni_version())?;
         check_prev(&conf, &prev, &args.ifname)?;
