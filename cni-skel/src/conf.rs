@@ -67,8 +67,9 @@ impl<'de> Deserialize<'de> for Object {
     }
 }
 
-/// The names of [`NetConf`]'s fields, as serde matches keys to them.
-const FIELDS: &[&str] = &[
+/// The names of [`NetConf`]'s fields, as serde matches keys to them: the
+/// keys every plugin's config shares.
+pub const FIELDS: &[&str] = &[
     "cniVersion",
     "name",
     "type",

@@ -168,16 +168,8 @@ fn config(base: Value, keys: &'static [&'static str], exclude_v6: bool) -> Boxed
         .boxed()
 }
 
-const COMMON_KEYS: &[&str] = &[
-    "cniVersion",
-    "name",
-    "type",
-    "ipam",
-    "dns",
-    "runtimeConfig",
-    "prevResult",
-    "args",
-];
+/// The keys every plugin's config shares (NetConf's).
+const COMMON_KEYS: &[&str] = cni_skel::conf::FIELDS;
 
 const IPAM_KEYS: &[&str] = &[
     "cniVersion",
