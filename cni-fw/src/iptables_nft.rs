@@ -57,6 +57,7 @@ use netlink_packet_netfilter::nftables::{
     Bitwise, Cmp, DataAttribute, Immediate, Meta, MetaKey, NfTablesMessageType, Operator, Payload,
     Register, Verdict, VerdictAttribute,
 };
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 /// `NFT_PAYLOAD_NETWORK_HEADER`.
@@ -290,7 +291,7 @@ impl XtRule {
     /// many rules read ([`StoredForm::is`]): making it (encoding and
     /// decoding the rule) costs far more than a comparison.
     pub fn stored_form(&self) -> Option<StoredForm> {
-        let msg = new_rule("", self).ok()?;
+        let msg = new_rule("", self, &mut Written::default()).ok()?;
         let (_, mut want) = crate::nf_tables::read_rule(&msg.body.0);
         want.exprs.retain(|e| e != "counter");
         Some(StoredForm(want))
@@ -330,31 +331,116 @@ fn address_offset(net: IpNetwork, source: bool) -> u32 {
     }
 }
 
-/// `[ payload load LEN @ BASE + OFFSET => reg 1 ]`.
-fn load(out: &mut Attrs, base: u32, offset: u32, len: usize) {
-    gaps::typed_expression(
-        out,
-        "payload",
-        &[
-            Payload::DestinationRegister(Register::Reg1),
-            Payload::Base(base),
-            Payload::Offset(offset),
-            Payload::Len(len as u32),
-        ],
-    );
+/// The expressions already written in one batch, by a key of what they
+/// are made of: a batch repeats most of them (each of portmap's rules has
+/// the same `meta`, protocol `cmp`, `counter` and verdict, most the same
+/// address `payload` and `cmp`), and copying their bytes costs a fraction
+/// of writing them (portmap's whole ADD of 50 mappings, 154 rules: 3.89 M
+/// instructions, 2.92 M with this; of 1 mapping 425 K, 442 K with this).
+#[derive(Default)]
+struct Written {
+    seen: BTreeMap<Vec<u8>, Vec<u8>>,
+    key: Vec<u8>,
 }
 
-/// `[ cmp OP reg 1 VALUE ]`.
-fn compare(out: &mut Attrs, op: Operator, value: Vec<u8>) {
-    gaps::typed_expression(
-        out,
-        "cmp",
-        &[
-            Cmp::SourceRegister(Register::Reg1),
-            Cmp::Op(op),
-            Cmp::Data(DataAttribute::Value(value)),
-        ],
-    );
+impl Written {
+    /// Writes into `out` the expression that `key` names (its parts
+    /// concatenated: a tag byte naming the kind, then fields of fixed size
+    /// or NUL-terminated, at most the last of variable size), with `write`
+    /// the first time, a copy of those bytes after.
+    fn expression(&mut self, out: &mut Attrs, key: &[&[u8]], write: impl FnOnce(&mut Attrs)) {
+        self.key.clear();
+        for part in key {
+            self.key.extend_from_slice(part);
+        }
+        if let Some(bytes) = self.seen.get(&self.key[..]) {
+            out.raw(bytes);
+            return;
+        }
+        let start = out.position();
+        write(out);
+        let bytes = out.written_since(start).to_vec();
+        self.seen.insert(self.key.clone(), bytes);
+    }
+
+    /// `[ payload load LEN @ BASE + OFFSET => reg 1 ]`.
+    fn load(&mut self, out: &mut Attrs, base: u32, offset: u32, len: usize) {
+        let fields = [base, offset, len as u32].map(u32::to_ne_bytes);
+        self.expression(out, &[b"l", &fields.concat()], |out| {
+            gaps::typed_expression(
+                out,
+                "payload",
+                &[
+                    Payload::DestinationRegister(Register::Reg1),
+                    Payload::Base(base),
+                    Payload::Offset(offset),
+                    Payload::Len(len as u32),
+                ],
+            )
+        });
+    }
+
+    /// `[ cmp OP reg 1 VALUE ]`, `OP` `eq` or (`not`) `neq`.
+    fn compare(&mut self, out: &mut Attrs, not: bool, value: &[u8]) {
+        self.expression(out, &[b"c", &[u8::from(not)], value], |out| {
+            let op = if not {
+                Operator::NotEqual
+            } else {
+                Operator::Equal
+            };
+            gaps::typed_expression(
+                out,
+                "cmp",
+                &[
+                    Cmp::SourceRegister(Register::Reg1),
+                    Cmp::Op(op),
+                    Cmp::Data(DataAttribute::Value(value.to_vec())),
+                ],
+            )
+        });
+    }
+
+    /// `[ immediate reg 0 VERDICT ]`: accept, or a jump to `chain`.
+    fn verdict(&mut self, out: &mut Attrs, jump: Option<&str>) {
+        let key: [&[u8]; 2] = match jump {
+            None => [b"a", b""],
+            Some(chain) => [b"j", chain.as_bytes()],
+        };
+        self.expression(out, &key, |out| {
+            let v = match jump {
+                None => vec![VerdictAttribute::Code(Verdict::Other(NF_ACCEPT))],
+                Some(chain) => vec![
+                    VerdictAttribute::Code(Verdict::Jump),
+                    VerdictAttribute::Chain(chain.to_string()),
+                ],
+            };
+            gaps::typed_expression(
+                out,
+                "immediate",
+                &[
+                    Immediate::DestinationRegister(Register::Verdict),
+                    Immediate::Data(DataAttribute::Verdict(v)),
+                ],
+            )
+        });
+    }
+
+    /// An x_tables compat `match` or `target` (`kind`) (see
+    /// [`gaps::xt_expression`]).
+    fn xt(&mut self, out: &mut Attrs, kind: &str, name: &str, revision: u32, info: &[u8]) {
+        let key = [
+            b"x",
+            kind.as_bytes(),
+            b"\0",
+            name.as_bytes(),
+            b"\0",
+            &revision.to_ne_bytes(),
+            info,
+        ];
+        self.expression(out, &key, |out| {
+            gaps::xt_expression(out, kind, name, revision, info)
+        });
+    }
 }
 
 /// `struct nf_nat_ipv4_multi_range_compat` (`rangesize`, one
@@ -371,20 +457,6 @@ fn masquerade_info(family: IpFamily) -> Vec<u8> {
         }
         IpFamily::V6 => vec![0u8; 40],
     }
-}
-
-/// `[ immediate reg 0 VERDICT ]`.
-fn verdict(out: &mut Attrs, code: Verdict, chain: Option<&str>) {
-    let mut v = vec![VerdictAttribute::Code(code)];
-    v.extend(chain.map(|c| VerdictAttribute::Chain(c.to_string())));
-    gaps::typed_expression(
-        out,
-        "immediate",
-        &[
-            Immediate::DestinationRegister(Register::Verdict),
-            Immediate::Data(DataAttribute::Verdict(v)),
-        ],
-    );
 }
 
 /// `struct nf_nat_range2` of `--to-destination ADDR:PORT`: `flags` =
@@ -408,30 +480,27 @@ fn nat_range2(to: std::net::SocketAddr) -> Vec<u8> {
 
 /// Writes into `out` the expressions iptables-nft 1.8.9 makes of `rule`
 /// (see the module documentation): the value of the rule's
-/// `NFTA_RULE_EXPRESSIONS`.
-fn expressions(out: &mut Attrs, rule: &XtRule) -> Result<(), String> {
-    let equals = |out: &mut Attrs, value: Vec<u8>| compare(out, Operator::Equal, value);
+/// `NFTA_RULE_EXPRESSIONS`. `w`: the expressions written before in the
+/// batch.
+fn expressions(out: &mut Attrs, w: &mut Written, rule: &XtRule) -> Result<(), String> {
     if let Some(p) = rule.protocol {
-        gaps::typed_expression(
-            out,
-            "meta",
-            &[
-                Meta::Key(MetaKey::L4Proto),
-                Meta::DestinationRegister(Register::Reg1),
-            ],
-        );
-        equals(out, vec![p.name_number().1]);
+        w.expression(out, &[b"m"], |out| {
+            gaps::typed_expression(
+                out,
+                "meta",
+                &[
+                    Meta::Key(MetaKey::L4Proto),
+                    Meta::DestinationRegister(Register::Reg1),
+                ],
+            )
+        });
+        w.compare(out, false, &[p.name_number().1]);
     }
     let addresses = [
         (rule.source, true, false),
         (rule.destination, false, rule.not_destination),
     ];
     for (net, source, not) in addresses {
-        let op = if not {
-            Operator::NotEqual
-        } else {
-            Operator::Equal
-        };
         let Some(net) = net else { continue };
         let bytes = match net.network() {
             IpAddr::V4(a) if rule.family == IpFamily::V4 => a.octets().to_vec(),
@@ -445,54 +514,56 @@ fn expressions(out: &mut Attrs, rule: &XtRule) -> Result<(), String> {
         }
         if prefix % 8 == 0 {
             // A whole number of bytes: only those are loaded.
-            load(out, NETWORK_HEADER, offset, prefix / 8);
-            compare(out, op, bytes[..prefix / 8].to_vec());
+            w.load(out, NETWORK_HEADER, offset, prefix / 8);
+            w.compare(out, not, &bytes[..prefix / 8]);
         } else {
             // The prefix's bits of each byte: 0xff, then 0xf0 (say), then 0.
             let mask: Vec<u8> = (0..bytes.len())
                 .map(|i| (0xff00u16 >> prefix.saturating_sub(8 * i).min(8)) as u8)
                 .collect();
-            load(out, NETWORK_HEADER, offset, bytes.len());
-            gaps::typed_expression(
-                out,
-                "bitwise",
-                &[
-                    Bitwise::SourceRegister(Register::Reg1),
-                    Bitwise::DestinationRegister(Register::Reg1),
-                    Bitwise::Length(bytes.len() as u32),
-                    Bitwise::Mask(DataAttribute::Value(mask)),
-                    Bitwise::Xor(DataAttribute::Value(vec![0; bytes.len()])),
-                ],
-            );
-            compare(out, op, bytes);
+            w.load(out, NETWORK_HEADER, offset, bytes.len());
+            w.expression(out, &[b"b", &mask], |out| {
+                gaps::typed_expression(
+                    out,
+                    "bitwise",
+                    &[
+                        Bitwise::SourceRegister(Register::Reg1),
+                        Bitwise::DestinationRegister(Register::Reg1),
+                        Bitwise::Length(bytes.len() as u32),
+                        Bitwise::Mask(DataAttribute::Value(mask.clone())),
+                        Bitwise::Xor(DataAttribute::Value(vec![0; bytes.len()])),
+                    ],
+                )
+            });
+            w.compare(out, not, &bytes);
         }
     }
     for m in &rule.matches {
         match (m, rule.protocol) {
             (XtMatch::Dport(port), Some(XtProto::Tcp | XtProto::Udp)) => {
-                load(out, TRANSPORT_HEADER, 2, 2);
-                equals(out, port.to_be_bytes().to_vec());
+                w.load(out, TRANSPORT_HEADER, 2, 2);
+                w.compare(out, false, &port.to_be_bytes());
             }
             (XtMatch::Dport(_), None) => return Err("--dport without -p".to_string()),
             _ => {
                 let (name, revision, info) = m.xt()?;
-                gaps::xt_expression(out, "match", name, revision, &info);
+                w.xt(out, "match", name, revision, &info);
             }
         }
     }
-    gaps::zero_counter(out);
+    w.expression(out, &[b"0"], gaps::zero_counter);
     match &rule.target {
-        Some(XtTarget::Accept) => verdict(out, Verdict::Other(NF_ACCEPT), None),
-        Some(XtTarget::Jump(chain)) => verdict(out, Verdict::Jump, Some(chain)),
+        Some(XtTarget::Accept) => w.verdict(out, None),
+        Some(XtTarget::Jump(chain)) => w.verdict(out, Some(chain)),
         Some(XtTarget::Dnat(to)) => {
             if to.is_ipv4() != (rule.family == IpFamily::V4) {
                 return Err(format!("DNAT to {to} in a {:?} rule", rule.family));
             }
-            gaps::xt_expression(out, "target", "DNAT", 2, &nat_range2(*to));
+            w.xt(out, "target", "DNAT", 2, &nat_range2(*to));
         }
         Some(XtTarget::Masquerade) => {
             let info = masquerade_info(rule.family);
-            gaps::xt_expression(out, "target", "MASQUERADE", 0, &info);
+            w.xt(out, "target", "MASQUERADE", 0, &info);
         }
         None => {}
     }
@@ -504,13 +575,13 @@ fn expressions(out: &mut Attrs, rule: &XtRule) -> Result<(), String> {
 /// into one buffer (see `cni_net::Attrs`), as netlink-packet-netfilter's
 /// `RuleMessage` of `RuleAttribute::Table`, `Chain`, `Expressions` and
 /// `Compat` would emit them.
-fn new_rule(table: &str, rule: &XtRule) -> Result<Nfm<Encoded>, String> {
+fn new_rule(table: &str, rule: &XtRule, w: &mut Written) -> Result<Nfm<Encoded>, String> {
     // A rule of portmap's takes 300-600 bytes.
     let mut body = Attrs::with_capacity(1024);
     body.cstr(NFTA_RULE_TABLE, table)
         .cstr(NFTA_RULE_CHAIN, &rule.chain);
     let exprs = body.nest(NFTA_RULE_EXPRESSIONS | NLA_F_NESTED);
-    expressions(&mut body, rule)?;
+    expressions(&mut body, w, rule)?;
     body.end(exprs);
     gaps::rule_compat(&mut body, rule.protocol.map_or(0, |p| p.name_number().1));
     let mut body = body.finish().map_err(|e| e.to_string())?;
@@ -534,9 +605,10 @@ pub fn append_rules(table: &str, rules: &[XtRule]) -> Result<(), NetError> {
 
 fn append_with(socket: &mut NfSocket, table: &str, rules: &[XtRule]) -> Result<(), NetError> {
     let op = format!("append {} rules to {table}", rules.len());
+    let mut w = Written::default();
     let msgs = rules
         .iter()
-        .map(|r| new_rule(table, r))
+        .map(|r| new_rule(table, r, &mut w))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| NetError::other(&op, e))?;
     crate::nfm::nftables_batch(socket, &msgs, |_| NLM_F_CREATE | NLM_F_APPEND, &op)
@@ -615,8 +687,9 @@ fn new_chain_msgs(
             Nfm::nftables(NfTablesMessageType::NewChain, *family, body)
         })
         .collect();
+    let mut w = Written::default();
     for r in rules {
-        let m = new_rule(table, r)?;
+        let m = new_rule(table, r, &mut w)?;
         msgs.push(Nfm {
             kind: m.kind,
             header: m.header,
@@ -868,7 +941,7 @@ pub(crate) mod tests {
 
     #[test]
     fn refuses_what_iptables_refuses() {
-        let new_rule = |t, r: &XtRule| new_rule(t, r).map(|_| ());
+        let new_rule = |t, r: &XtRule| new_rule(t, r, &mut Written::default()).map(|_| ());
         let mut r = firewall_rules("10.138.0.2", "x")[1].clone();
         r.family = IpFamily::V6;
         assert!(new_rule("filter", &r).is_err(), "IPv4 address in ip6tables");

@@ -21,12 +21,13 @@
 //!   measured about 20 times, and each level of the crate's types is its
 //!   own allocations: portmap's ADD of 154 rules (50 mappings) took 20.6 M
 //!   instructions, 14.4 M with the crate encoding each expression's
-//!   attributes once, 4.2 M (the whole ADD, static release build, under
+//!   attributes once, 2.9 M (the whole ADD, static release build, under
 //!   callgrind) with the rule written by `cni_net::Attrs` in one pass into
 //!   one buffer, each typed attribute (`Payload`, `Cmp`, … values) with
 //!   the kind and value the crate gives it ([`typed_expression`],
 //!   `Attrs::nla`), the nesting, the rule's table and chain and this
-//!   module's untyped parts written around them.
+//!   module's untyped parts written around them, and an expression
+//!   already written in the batch copied (`iptables_nft`'s `Written`).
 //! - `NlaBuffer<&'a [u8]>::value()` (netlink-packet-core 0.9) returns a
 //!   slice that borrows the `NlaBuffer`, not the `'a` bytes, so a value
 //!   found while iterating cannot outlive that step: [`attr_value`].

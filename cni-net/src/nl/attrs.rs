@@ -134,6 +134,16 @@ impl Attrs {
         self
     }
 
+    /// How many bytes are written: where the next attribute starts.
+    pub fn position(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The bytes written from `start` (a [`Attrs::position`]) on.
+    pub fn written_since(&self, start: usize) -> &[u8] {
+        self.buf.get(start..).unwrap_or_default()
+    }
+
     /// The bytes written; an error when an attribute outgrew its 16-bit
     /// length.
     pub fn finish(self) -> Result<Vec<u8>, Malformed> {

@@ -59,7 +59,7 @@
 //! less wall time than starting the tool. Written in one pass by
 //! `cni_net::Attrs` (see `cni_fw::nf_gaps`), the same bytes (the test
 //! `pe_bench_batches_are_the_bytes_sent_before`), the whole ADD of 50
-//! mappings takes 4.2 M instructions (14.4 M before; 1 mapping 0.47 M,
+//! mappings takes 2.9 M instructions (14.4 M before; 1 mapping 0.44 M,
 //! 0.75 M before; static release builds under callgrind). The path cost
 //! portmap's release binary 21,152
 //! bytes (1,160,640 -> 1,181,792: the rule encoder, which portmap did not
