@@ -162,10 +162,29 @@ pub fn run_with_stdin(plugin: &dyn Plugin, stdin: Box<dyn Read>) -> ExitCode {
     let _ = std::io::stderr()
         .lock()
         .write_all(outcome.stderr.as_bytes());
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(outcome.stdout.as_bytes());
-    let _ = out.flush();
+    write_stdout(outcome.stdout.as_bytes());
     ExitCode::from(outcome.exit)
+}
+
+/// Writes `bytes` to stdout with one write(2) where the pipe takes them
+/// whole. std's stdout is line-buffered: a pretty-printed result went out
+/// up to its last newline, then its closing brace at the flush, two writes
+/// that each woke the reader (the runtime, or the plugin that delegated
+/// IPAM to us) to read and poll again.
+fn write_stdout(bytes: &[u8]) {
+    let stdout = std::io::stdout();
+    // Nothing else prints, but what std holds must go first.
+    let _ = stdout.lock().flush();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        match nix::unistd::write(&stdout, rest) {
+            Ok(0) => return,
+            Ok(n) => rest = rest.get(n..).unwrap_or_default(),
+            Err(nix::errno::Errno::EINTR) => {}
+            // Nobody may be reading; a broken pipe is not worth a panic.
+            Err(_) => return,
+        }
+    }
 }
 
 /// A panic, which the lints keep out of plugin code, still answers with a

@@ -448,3 +448,30 @@ fn errors_always_exit_1_with_only_json_on_stdout() {
         assert_eq!(out.stderr, "", "{out:?}");
     }
 }
+
+/// The answer leaves in one write(2): stdout is a datagram socket here, so
+/// each write is one datagram. std's line-buffered stdout sent a
+/// pretty-printed answer up to its last newline, then its closing brace.
+#[test]
+fn the_answer_is_one_write() {
+    use std::os::unix::net::UnixDatagram;
+    use std::process::{Command, Stdio};
+    let (ours, theirs) = UnixDatagram::pair().unwrap();
+    let status = Command::new(bin("noop"))
+        .env_clear()
+        .env("CNI_COMMAND", "ADD")
+        .stdin(Stdio::null())
+        .stdout(std::os::fd::OwnedFd::from(theirs))
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success());
+    ours.set_nonblocking(true).unwrap();
+    let mut buf = vec![0u8; 65536];
+    let n = ours.recv(&mut buf).unwrap();
+    let first = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(first.contains('\n') && first.ends_with('}'), "{first:?}");
+    let e: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(e["code"], 4, "{first:?}");
+    assert!(ours.recv(&mut buf).is_err(), "a second write");
+}
