@@ -146,15 +146,17 @@ pub fn run_with_stdin(plugin: &dyn Plugin, stdin: Box<dyn Read>) -> ExitCode {
         .iter()
         .map(|k| (*k, std::env::var_os(k)))
         .collect();
-    let getenv = |k: &str| match read.iter().find(|(name, _)| *name == k) {
-        Some((_, v)) => v.clone(),
-        None => std::env::var_os(k),
-    };
-    let outcome = match not_unicode(&getenv) {
+    let lookup = |k: &str| read.iter().find(|(name, _)| *name == k);
+    let outcome = match not_unicode_where(&|k| {
+        lookup(k).is_some_and(|(_, v)| v.as_ref().is_some_and(|v| v.to_str().is_none()))
+    }) {
         Some(e) => fail(e, version::CURRENT),
         None => dispatch(
             plugin,
-            &|k| getenv(k).and_then(|v| v.into_string().ok()),
+            &|k| match lookup(k) {
+                Some((_, v)) => v.as_ref().and_then(|v| v.to_str()).map(String::from),
+                None => std::env::var(k).ok(),
+            },
             stdin,
         ),
     };
@@ -212,11 +214,17 @@ fn install_panic_hook() {
 /// as "unset", a non-UTF-8 `CNI_COMMAND` would print the about text and
 /// succeed, and a non-UTF-8 `CNI_ARGS` would be ignored.
 pub fn not_unicode(getenv: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<CniError> {
+    not_unicode_where(&|k| getenv(k).is_some_and(|v| v.to_str().is_none()))
+}
+
+/// [`not_unicode`], given whether each variable is set and not UTF-8 (no
+/// copy of the values).
+fn not_unicode_where(bad: &dyn Fn(&str) -> bool) -> Option<CniError> {
     let bad: Vec<&str> = env::VARS
         .iter()
         .copied()
         .chain([env::NETNS_OVERRIDE_VAR])
-        .filter(|k| getenv(k).is_some_and(|v| v.to_str().is_none()))
+        .filter(|k| bad(k))
         .collect();
     (!bad.is_empty()).then(|| {
         CniError::new(
@@ -247,20 +255,7 @@ pub fn dispatch(
         std::os::unix::process::parent_id(),
         env::parent_in_proc,
     ));
-    // VARS' values, each read once, in VARS' order.
-    let vars: Vec<String> = env::VARS
-        .iter()
-        .map(|k| getenv(k).unwrap_or_default())
-        .collect();
-    let var = |k: &str| {
-        env::VARS
-            .iter()
-            .zip(&vars)
-            .find(|(name, _)| **name == k)
-            .map(|(_, v)| v.as_str())
-            .unwrap_or_default()
-    };
-    let cmd_text = var("CNI_COMMAND");
+    let cmd_text = getenv("CNI_COMMAND").unwrap_or_default();
     let supported = plugin.supported_versions();
     if cmd_text.is_empty() {
         return Outcome {
@@ -273,21 +268,9 @@ pub fn dispatch(
             exit: 0,
         };
     }
-    let cmd = Command::parse(cmd_text);
-    let missing: Vec<&str> = env::VARS
-        .iter()
-        .zip(&vars)
-        .filter(|(k, v)| env::required(k, cmd) && v.is_empty())
-        .map(|(k, _)| *k)
-        .collect();
-    if !missing.is_empty() {
-        let e = CniError::new(
-            code::INVALID_ENV,
-            format!("required env variables [{}] missing", missing.join(",")),
-            "",
-        );
-        return fail(e, version::CURRENT);
-    }
+    let cmd = Command::parse(&cmd_text);
+    // VERSION needs only CNI_COMMAND (never missing here): the others are
+    // not read for it.
     if cmd == Some(Command::Version) {
         #[derive(serde::Serialize)]
         #[serde(rename_all = "camelCase")]
@@ -305,6 +288,37 @@ pub fn dispatch(
             stderr: String::new(),
             exit: 0,
         };
+    }
+
+    // VARS' values, each read once, in VARS' order.
+    let vars: Vec<String> = env::VARS
+        .iter()
+        .map(|k| match *k {
+            "CNI_COMMAND" => cmd_text.clone(),
+            k => getenv(k).unwrap_or_default(),
+        })
+        .collect();
+    let var = |k: &str| {
+        env::VARS
+            .iter()
+            .zip(&vars)
+            .find(|(name, _)| **name == k)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default()
+    };
+    let missing: Vec<&str> = env::VARS
+        .iter()
+        .zip(&vars)
+        .filter(|(k, v)| env::required(k, cmd) && v.is_empty())
+        .map(|(k, _)| *k)
+        .collect();
+    if !missing.is_empty() {
+        let e = CniError::new(
+            code::INVALID_ENV,
+            format!("required env variables [{}] missing", missing.join(",")),
+            "",
+        );
+        return fail(e, version::CURRENT);
     }
 
     // Room for a usual config up front: from an empty Vec, read_to_end
