@@ -106,28 +106,21 @@ impl Fed {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;
-        let Some(mut pipe) = child.stdin.take() else {
-            return Ok(Fed {
-                child,
-                writer: None,
-            });
-        };
         // A plugin that exits without reading closes the pipe: not our error.
-        if stdin.len() <= PIPE_MIN_CAPACITY {
-            let _ = pipe.write_all(stdin);
-            return Ok(Fed {
-                child,
-                writer: None,
-            });
-        }
-        let data = stdin.to_vec();
-        let writer = std::thread::spawn(move || {
-            let _ = pipe.write_all(&data);
-        });
-        Ok(Fed {
-            child,
-            writer: Some(writer),
-        })
+        let writer = match child.stdin.take() {
+            Some(mut pipe) if stdin.len() <= PIPE_MIN_CAPACITY => {
+                let _ = pipe.write_all(stdin);
+                None
+            }
+            Some(mut pipe) => {
+                let data = stdin.to_vec();
+                Some(std::thread::spawn(move || {
+                    let _ = pipe.write_all(&data);
+                }))
+            }
+            None => None,
+        };
+        Ok(Fed { child, writer })
     }
 
     /// Waits for the plugin to exit, collecting its stdout and stderr.
