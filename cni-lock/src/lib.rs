@@ -101,16 +101,6 @@ impl Drop for Lock {
     }
 }
 
-/// Whether this process found a lock held by another (see [`waited`]).
-static WAITED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// True once this process has found a lock it asked for held by another:
-/// other invocations were running at the same time (a storm), which some
-/// plugins answer differently at their end (`cni_fw::settle`).
-pub fn waited() -> bool {
-    WAITED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
 /// The node-wide lock `<DIR>/<name>.lock` (`name`: `portmap`, `firewall`).
 ///
 /// `None` when [`DIR`] cannot be made at all (a read-only `/run`, a plugin
@@ -472,7 +462,6 @@ fn wait_until(file: &File, path: &Path, timeout: Duration, mode: Hold) -> Result
     if taken(file, path, mode)? {
         return Ok(());
     }
-    WAITED.store(true, std::sync::atomic::Ordering::Relaxed);
     let start = Instant::now();
     // Watched before the next try: a close between the two is not lost.
     let watch = closes_of(file);

@@ -85,8 +85,6 @@ fn a_waiter_gets_the_lock_when_it_is_released() {
         assert!(got.path().exists());
     });
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
-    // The process knows it met another holder (cni_fw::settle asks).
-    assert!(waited());
 }
 
 /// Sharers hold the lock together; an exclusive taker waits for the last

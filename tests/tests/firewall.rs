@@ -2073,3 +2073,75 @@ fn ds_concurrent_dels_leave_nothing() {
         }
     }
 }
+
+/// The grace period after a deleting commit (issue 30's DEL storm): a
+/// firewall DEL that deleted rules waits for it once with membarrier(2)
+/// before its exit (`cni_fw::settle`: its commit is its last kernel work,
+/// so it costs a lone DEL nothing more, and in a crowd the exit then finds
+/// nothing to wait for under the kernel's commit mutex); an ADD, and a DEL
+/// that found nothing to delete, do not wait. Addresses of test 10.
+#[test]
+fn fw_del_that_deleted_waits_for_the_grace_period_before_it_exits() {
+    if skip(
+        "fw_del_that_deleted_waits_for_the_grace_period_before_it_exits",
+        false,
+    ) || rcni_tests::skip_without_tools(
+        "fw_del_that_deleted_waits_for_the_grace_period_before_it_exits",
+        &["strace"],
+    ) {
+        return;
+    }
+    let mut lab = Lab::new(10);
+    lab.bridge(0);
+    let (i, prev) = lab.container(0, 2);
+    let c = conf("fwsettle", &json!({}), Some(&prev));
+    /// Removed when the test ends, passed or not.
+    struct Scratch(std::path::PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let scratch =
+        Scratch(std::env::temp_dir().join(format!("rcni-fwsettle-{}", std::process::id())));
+    let dir = &scratch.0;
+    std::fs::create_dir_all(dir).unwrap();
+    // The plugin under strace, as a runtime execs it (env and stdin pass
+    // through): one trace file per run.
+    let traced = |name: &str| -> (std::path::PathBuf, std::path::PathBuf) {
+        let trace = dir.join(format!("{name}.trace"));
+        let wrapper = dir.join(name);
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nexec strace -f -qq -e trace=membarrier -o {} {}\n",
+                trace.display(),
+                ours().display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            &wrapper,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        (wrapper, trace)
+    };
+    let waits = |trace: &std::path::Path| {
+        std::fs::read_to_string(trace)
+            .unwrap()
+            .matches("membarrier(")
+            .count()
+    };
+    let (add, add_trace) = traced("add");
+    run(&add, "ADD", &lab.host, lab.ns(i), "fwsettle1", &c).ok();
+    let a4 = v4_addr(&prev);
+    assert!(has_address_rules(&lab.host, &a4));
+    let (del, del_trace) = traced("del");
+    run(&del, "DEL", &lab.host, lab.ns(i), "fwsettle1", &c).ok();
+    assert!(no_address_rules(&lab.host, &a4));
+    let (again, again_trace) = traced("again");
+    run(&again, "DEL", &lab.host, lab.ns(i), "fwsettle1", &c).ok();
+    let got = (waits(&add_trace), waits(&del_trace), waits(&again_trace));
+    assert_eq!(got, (0, 1, 0), "membarrier calls of ADD, DEL, DEL again");
+}

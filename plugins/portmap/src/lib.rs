@@ -121,6 +121,6 @@ impl Plugin for Portmap {
 /// than in the exit under the kernel's commit mutex (issue 30).
 pub fn main(_args: cni_skel::ProgramArgs) -> ExitCode {
     let code = cni_skel::run(&Portmap);
-    cni_fw::settle(cni_lock::waited());
+    cni_fw::settle(true);
     code
 }
