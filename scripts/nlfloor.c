@@ -23,10 +23,17 @@
  *            read is not used: the kernel's work is the floor's)
  *  10 UNLINK unlinkat(AT_FDCWD, data = path (NUL-terminated), 0) (host-local's
  *            release of a reservation)
+ *  11 NFBATCH data = an nf_tables batch (begin, requests, end), sent as is
+ *            on a NETLINK_NETFILTER socket (one per namespace, as the
+ *            netlink one); answers read until the NLMSG_ERROR of seq a
+ *            (the ACK of the request that asked for one)
+ *  12 SETTLE membarrier(MEMBARRIER_CMD_GLOBAL): an RCU grace period waited
+ *            for, as the plugins do after deleting rules in a crowd
+ *            (cni_fw::settle)
  * Exits 0, or 1 with "nlfloor: record R error E" on stderr. */
 #if defined(__x86_64__)
 enum { S_READ = 0, S_WRITE = 1, S_CLOSE = 3, S_PWRITE = 18, S_IOCTL = 16, S_FLOCK = 73, S_SOCKET = 41, S_SENDTO = 44,
-       S_RECVFROM = 45, S_EXIT = 60, S_OPENAT = 257, S_SETNS = 308, S_UNLINKAT = 263 };
+       S_RECVFROM = 45, S_EXIT = 60, S_OPENAT = 257, S_SETNS = 308, S_UNLINKAT = 263, S_MEMBARRIER = 324 };
 static long sys6(long n, long a, long b, long c, long d, long e, long f) {
     long r;
     register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
@@ -36,7 +43,7 @@ static long sys6(long n, long a, long b, long c, long d, long e, long f) {
 }
 #elif defined(__aarch64__)
 enum { S_READ = 63, S_WRITE = 64, S_CLOSE = 57, S_PWRITE = 68, S_IOCTL = 29, S_FLOCK = 32, S_SOCKET = 198, S_SENDTO = 206,
-       S_RECVFROM = 207, S_EXIT = 93, S_OPENAT = 56, S_SETNS = 268, S_UNLINKAT = 35 };
+       S_RECVFROM = 207, S_EXIT = 93, S_OPENAT = 56, S_SETNS = 268, S_UNLINKAT = 35, S_MEMBARRIER = 283 };
 static long sys6(long n, long a, long b, long c, long d, long e, long f) {
     register long x8 __asm__("x8") = n, x0 __asm__("x0") = a, x1 __asm__("x1") = b,
         x2 __asm__("x2") = c, x3 __asm__("x3") = d, x4 __asm__("x4") = e, x5 __asm__("x5") = f;
@@ -74,7 +81,7 @@ static void wr(unsigned char *p, u32 v) { p[0] = v; p[1] = v >> 8; p[2] = v >> 1
 __attribute__((force_align_arg_pointer))
 #endif
 void _start(void) {
-    long n = 0, r, sock = -1;
+    long n = 0, r, sock = -1, nfsock = -1;
     u32 seq = 0;
     while ((r = sys6(S_READ, 0, (long)in + n, sizeof in - n, 0, 0, 0)) > 0) n += r;
     for (long at = 0, rec = 0; at + 16 <= n; rec++) {
@@ -88,7 +95,7 @@ void _start(void) {
             slot[nslots++] = r;
         } else if (op == 2) {
             if ((r = sys6(S_SETNS, slot[a], 0x40000000, 0, 0, 0, 0)) < 0) fail(rec, r);
-            sock = -1;
+            sock = nfsock = -1;
         } else if (op == 3) {
             unsigned char *m = d + 8 * b;
             for (u32 k = 0; k < b; k++) wr(m + rd(d + 8 * k), slot[rd(d + 8 * k + 4)]);
@@ -120,6 +127,27 @@ void _start(void) {
                     }
                 }
             }
+        } else if (op == 11) {
+            if (nfsock < 0) {
+                nfsock = sys6(S_SOCKET, 16, 3 | 02000000, 12, 0, 0, 0); /* NETLINK_NETFILTER */
+                if (nfsock < 0) fail(rec, nfsock);
+            }
+            if ((r = sys6(S_SENDTO, nfsock, (long)d, len - 16, 0, 0, 0)) < 0) fail(rec, r);
+            for (int done = 0; !done;) {
+                if ((r = sys6(S_RECVFROM, nfsock, (long)ans, sizeof ans, 0, 0, 0)) < 0) fail(rec, r);
+                for (long p = 0; p + 16 <= r;) {
+                    unsigned char *q = ans + p;
+                    u32 ql = rd(q), qt = q[4] | q[5] << 8;
+                    if (ql < 16) break;
+                    p += (ql + 3) & ~3u;
+                    if (qt != 2) continue;
+                    int e = (int)rd(q + 16);
+                    if (e) fail(rec, e);
+                    if (rd(q + 8) == a) done = 1;
+                }
+            }
+        } else if (op == 12) {
+            if ((r = sys6(S_MEMBARRIER, 1, 0, 0, 0, 0, 0)) < 0) fail(rec, r);
         } else if (op == 6) {
             if ((r = sys6(S_CLOSE, slot[a], 0, 0, 0, 0, 0)) < 0) fail(rec, r);
         } else if (op == 7) {
