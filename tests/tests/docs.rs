@@ -182,7 +182,7 @@ fn bn_bench_report_renders_its_json() {
 
 /// A storm run as `scripts/storm --json` writes it (the bench's context,
 /// then one row per chain and command): the Podman ADD missing its time
-/// target, a check that failed.
+/// target, the Kubernetes DEL with a floor, a check that failed.
 fn storm_fixture() -> serde_json::Value {
     let side = |wall: f64, cpu: f64, p50: f64, p99: f64| {
         json!({"rounds": [{"wall_ms": wall, "cpu_ms": cpu, "p50_ms": p50, "p90_ms": p99,
@@ -215,9 +215,10 @@ fn storm_fixture() -> serde_json::Value {
              "target": {"wall": 0.12, "p99_over_p50": 1.5}, "missed": ["wall"]},
             {"chain": "k8s", "command": "DEL",
              "sides": {"ours": side(150.0, 90.0, 100.0, 140.0),
-                       "ref": side(1000.0, 800.0, 700.0, 900.0)},
+                       "ref": side(1000.0, 800.0, 700.0, 900.0),
+                       "floor": side(120.0, 30.0, 80.0, 110.0)},
              "ratio": {"wall": 0.15, "cpu": 0.1125, "p99_over_p50": 1.4,
-                       "wall_rounds": [0.15]},
+                       "wall_rounds": [0.15], "floor": 1.25, "floor_rounds": [1.25]},
              "target": {"wall": 0.2, "p99_over_p50": 1.5}, "missed": []}
         ]),
     );
@@ -262,8 +263,9 @@ fn af_storm_json_renders_into_its_block() {
         "9.9.9-bn",
         "Debian 1.1.1+ds1-3+b5",
         "50 pods per storm, 4 rounds per side (ABBA); 2 target(s) missed",
-        "| podman ADD | 346 / 346 | 2346 / 2346 | **0.147×** | time ≤ 0.12×, p99 ≤ 1.5× p50 | 200 / 250 / 250 | 1.250× | 300 / 300 | 4000 / 4000 | 0.075× | 0, 0; 0, 0 |",
+        "| podman ADD | 346 / 346 | 2346 / 2346 | **0.147×** | time ≤ 0.12×, p99 ≤ 1.5× p50 | 200 / 250 / 250 | 1.250× | 300 / 300 | 4000 / 4000 | 0.075× |  |  | 0, 0; 0, 0 |",
         "| k8s DEL | 150 / 150 | 1000 / 1000 | 0.150× | time ≤ 0.2×,",
+        "| 90.0 / 90.0 | 800 / 800 | 0.113× | 120 / 120 | 1.250× | 0, 0; 0, 0 |",
         "- podman ours round 1: add: 49 reservations for 50 pods",
     ] {
         assert!(
