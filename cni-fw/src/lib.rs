@@ -40,10 +40,10 @@ pub use masq::Backend;
 /// storm). With `commit_was_last` (firewall, portmap: the deleting commit
 /// is the process's last kernel work) always: the exit would wait for
 /// that commit's grace period anyway, under the kernel's commit mutex, so
-/// the wait costs a lone DEL what the exit's did (firewall DEL 1.014x,
-/// portmap DEL 1.005x of the build waiting only in a crowd, 40 runs each)
+/// the wait costs a lone DEL about what the exit's did (firewall DEL
+/// 0.990x, portmap DEL 1.012-1.023x of the build waiting only in a crowd)
 /// and in a storm leaves the mutex to the others' commits (the Podman DEL
-/// storm in 0.612x of that build's time, 8 ABBA rounds). Otherwise
+/// storm in 0.558x of that build's time; 42e0713). Otherwise
 /// (bridge: its link deletion after the commit outlasts the grace period,
 /// so a lone exit waits for nothing; waiting every time made bridge DEL
 /// with ipMasq 2.0x as long) only when the commit waited for the commit
