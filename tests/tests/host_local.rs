@@ -9,6 +9,7 @@ use rcni_tests::{go_bin, is_root};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::time::Duration;
 
 const ALL_VERSIONS: &[&str] = &[
     "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
@@ -1126,7 +1127,7 @@ fn add_whose_caller_died_gives_the_address_back() {
         .env("CNI_PATH", "/nonexistent")
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + HANG;
     let plugin = loop {
         if let Some(pid) = child_reading_stdin(parent.id(), &exe) {
             break pid;
@@ -1414,6 +1415,13 @@ fn lk_last_reserved_symlink_is_replaced_not_followed() {
     }
 }
 
+/// The bound on a plugin run that must not hang (a FIFO opened or read, a
+/// lock waited for with a deadline of its own): the plugin answers in
+/// milliseconds, but under scripts/vmtest's uml (one CPU, eight test
+/// threads, the kill-at-random-moments tests beside) one ADD took over 10 s
+/// (CI of abd67b4). Far short of forever, which is what a hang is.
+const HANG: Duration = Duration::from_secs(120);
+
 /// A store lock held and never released (a stuck writer) makes ADD fail
 /// within `RCNI_LOCK_TIMEOUT` (code 11, naming the lock file) instead of
 /// waiting forever; the lock file stays the reference's `<dir>/lock`.
@@ -1429,7 +1437,7 @@ fn lk_store_lock_wait_is_bounded() {
         let t = std::time::Instant::now();
         let out = invocation(&ours(), "ADD", &conf, "c2", "eth0")
             .env("RCNI_LOCK_TIMEOUT", "1")
-            .via(&["timeout", "15"])
+            .via(&["timeout", &HANG.as_secs().to_string()])
             .run();
         let took = t.elapsed();
         drop(holder);
@@ -1447,7 +1455,7 @@ fn lk_store_lock_wait_is_bounded() {
             "{e}"
         );
         // Not hung (a run costs seconds in the VMs).
-        assert!(took.as_secs_f64() >= 1.0 && took.as_secs() < 30, "{took:?}");
+        assert!(took.as_secs_f64() >= 1.0 && took < HANG, "{took:?}");
         // Released: the next ADD goes through.
         assert_eq!(
             result_ips(&add(&conf, "c2", "eth0").ok()),
@@ -1466,7 +1474,6 @@ fn lk_store_lock_wait_is_bounded() {
 #[test]
 fn hs_symlinks_in_the_network_directory_are_not_followed() {
     use std::os::unix::fs::symlink;
-    use std::time::Duration;
     let d = DataDir::new("hssym");
     let conf = d.conf("1.1.0", json!({"subnet": "10.174.1.0/24"}));
     assert_eq!(
@@ -1487,7 +1494,7 @@ fn hs_symlinks_in_the_network_directory_are_not_followed() {
     symlink(&hint, &last).unwrap();
     let bounded = |command: &str, cid: &str| {
         invocation(&ours(), command, &conf, cid, "eth0")
-            .timeout(Duration::from_secs(10))
+            .timeout(HANG)
             .run()
     };
 
@@ -1536,7 +1543,7 @@ fn hs_symlinks_in_the_network_directory_are_not_followed() {
         "",
         "",
     )
-    .timeout(Duration::from_secs(10))
+    .timeout(HANG)
     .run();
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(d.files(), ["10.174.1.2", "last_reserved_ip.0", "lock"]);
@@ -1613,7 +1620,6 @@ fn dd_dels_killed_at_random_moments_never_make_the_index_lie() {
 #[test]
 fn lk_a_planted_lock_file_is_not_followed() {
     use std::os::unix::fs::symlink;
-    use std::time::Duration;
     let d = DataDir::new("lksym");
     let conf = d.conf("1.1.0", json!({"subnet": "10.196.1.0/24"}));
     assert_eq!(
@@ -1627,7 +1633,7 @@ fn lk_a_planted_lock_file_is_not_followed() {
     std::fs::remove_file(&lock).unwrap();
     symlink(&target, &lock).unwrap();
     let out = invocation(&ours(), "ADD", &conf, "lk-c2", "eth0")
-        .timeout(Duration::from_secs(10))
+        .timeout(HANG)
         .run();
     assert_eq!(out.signal, None, "{out:?}");
     assert!(
@@ -1641,7 +1647,7 @@ fn lk_a_planted_lock_file_is_not_followed() {
     std::fs::remove_file(&lock).unwrap();
     nix::unistd::mkfifo(&lock, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let out = invocation(&ours(), "DEL", &conf, "lk-c1", "eth0")
-        .timeout(Duration::from_secs(10))
+        .timeout(HANG)
         .run();
     assert_eq!(out.signal, None, "{out:?}");
 }
