@@ -76,6 +76,32 @@ static void fail(u32 rec, long err) {
 static u32 rd(const unsigned char *p) { return p[0] | p[1] << 8 | p[2] << 16 | (u32)p[3] << 24; }
 static void wr(unsigned char *p, u32 v) { p[0] = v; p[1] = v >> 8; p[2] = v >> 16; p[3] = v >> 24; }
 
+/* Sends the request(s) `m` on `sock`, then reads answers until the one of
+ * `seq` ends the exchange: its NLMSG_ERROR (an error answering any request
+ * fails the record), its NLMSG_DONE, or, without NLM_F_ACK (`ack` 0), its
+ * answer, an RTM_NEWLINK's ifindex stored in slot `store` (~0: none). */
+static void exchange(long sock, const unsigned char *m, u32 mlen, u32 seq, u32 ack, u32 store, u32 rec) {
+    long r;
+    if ((r = sys6(S_SENDTO, sock, (long)m, mlen, 0, 0, 0)) < 0) fail(rec, r);
+    for (int done = 0; !done;) {
+        if ((r = sys6(S_RECVFROM, sock, (long)ans, sizeof ans, 0, 0, 0)) < 0) fail(rec, r);
+        for (long p = 0; p + 16 <= r;) {
+            unsigned char *q = ans + p;
+            u32 ql = rd(q), qt = q[4] | q[5] << 8;
+            if (ql < 16) break;
+            p += (ql + 3) & ~3u;
+            if (qt == 2 && rd(q + 16)) fail(rec, (int)rd(q + 16)); /* NLMSG_ERROR */
+            if (rd(q + 8) != seq) continue;
+            if (qt == 2 || qt == 3) { /* its ACK, NLMSG_DONE */
+                done = 1;
+            } else {
+                if (store < 64 && qt == 16) slot[store] = rd(q + 20); /* RTM_NEWLINK */
+                if (!ack) done = 1; /* the answer ends it */
+            }
+        }
+    }
+}
+
 #if defined(__x86_64__)
 /* The entry point gets a stack aligned as at a call, not after one. */
 __attribute__((force_align_arg_pointer))
@@ -103,49 +129,14 @@ void _start(void) {
                 sock = sys6(S_SOCKET, 16, 3 | 02000000, 0, 0, 0, 0); /* AF_NETLINK, SOCK_RAW */
                 if (sock < 0) fail(rec, sock);
             }
-            u32 flags = m[6] | m[7] << 8;
             wr(m + 8, ++seq);
-            u32 mlen = rd(m);
-            if ((r = sys6(S_SENDTO, sock, (long)m, mlen, 0, 0, 0)) < 0) fail(rec, r);
-            for (int done = 0; !done;) {
-                if ((r = sys6(S_RECVFROM, sock, (long)ans, sizeof ans, 0, 0, 0)) < 0) fail(rec, r);
-                for (long p = 0; p + 16 <= r;) {
-                    unsigned char *q = ans + p;
-                    u32 ql = rd(q), qt = q[4] | q[5] << 8;
-                    if (ql < 16) break;
-                    p += (ql + 3) & ~3u;
-                    if (rd(q + 8) != seq) continue;
-                    if (qt == 2) { /* NLMSG_ERROR */
-                        int e = (int)rd(q + 16);
-                        if (e) fail(rec, e);
-                        done = 1;
-                    } else if (qt == 3) { /* NLMSG_DONE */
-                        done = 1;
-                    } else {
-                        if (a != ~0u && a < 64 && qt == 16) slot[a] = rd(q + 20); /* RTM_NEWLINK */
-                        if (!(flags & 4)) done = 1; /* no NLM_F_ACK: the answer ends it */
-                    }
-                }
-            }
+            exchange(sock, m, rd(m), seq, (m[6] | m[7] << 8) & 4, a, rec);
         } else if (op == 11) {
             if (nfsock < 0) {
                 nfsock = sys6(S_SOCKET, 16, 3 | 02000000, 12, 0, 0, 0); /* NETLINK_NETFILTER */
                 if (nfsock < 0) fail(rec, nfsock);
             }
-            if ((r = sys6(S_SENDTO, nfsock, (long)d, len - 16, 0, 0, 0)) < 0) fail(rec, r);
-            for (int done = 0; !done;) {
-                if ((r = sys6(S_RECVFROM, nfsock, (long)ans, sizeof ans, 0, 0, 0)) < 0) fail(rec, r);
-                for (long p = 0; p + 16 <= r;) {
-                    unsigned char *q = ans + p;
-                    u32 ql = rd(q), qt = q[4] | q[5] << 8;
-                    if (ql < 16) break;
-                    p += (ql + 3) & ~3u;
-                    if (qt != 2) continue;
-                    int e = (int)rd(q + 16);
-                    if (e) fail(rec, e);
-                    if (rd(q + 8) == a) done = 1;
-                }
-            }
+            exchange(nfsock, d, len - 16, a, 4, ~0u, rec);
         } else if (op == 12) {
             if ((r = sys6(S_MEMBARRIER, 1, 0, 0, 0, 0, 0)) < 0) fail(rec, r);
         } else if (op == 6) {
