@@ -2095,53 +2095,37 @@ fn fw_del_that_deleted_waits_for_the_grace_period_before_it_exits() {
     lab.bridge(0);
     let (i, prev) = lab.container(0, 2);
     let c = conf("fwsettle", &json!({}), Some(&prev));
-    /// Removed when the test ends, passed or not.
-    struct Scratch(std::path::PathBuf);
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let scratch =
-        Scratch(std::env::temp_dir().join(format!("rcni-fwsettle-{}", std::process::id())));
-    let dir = &scratch.0;
-    std::fs::create_dir_all(dir).unwrap();
-    // The plugin under strace, as a runtime execs it (env and stdin pass
-    // through): one trace file per run.
-    let traced = |name: &str| -> (std::path::PathBuf, std::path::PathBuf) {
-        let trace = dir.join(format!("{name}.trace"));
-        let wrapper = dir.join(name);
-        std::fs::write(
-            &wrapper,
-            format!(
-                "#!/bin/sh\nexec strace -f -qq -e trace=membarrier -o {} {}\n",
-                trace.display(),
-                ours().display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(
-            &wrapper,
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
-        (wrapper, trace)
-    };
-    let waits = |trace: &std::path::Path| {
-        std::fs::read_to_string(trace)
+    let dir = rcni_tests::tempdir::TempDir::new("fwsettle");
+    // Each run under strace, as a runtime execs the plugin (env and stdin
+    // pass through); the number of membarrier calls it made.
+    let waits = |cmd: &str, trace: &str| {
+        let trace = dir.file(trace);
+        Invocation::new(ours(), cmd)
+            .attach("fwsettle1", lab.ns(i), "eth0")
+            .env("DBUS_SYSTEM_BUS_ADDRESS", NO_BUS)
+            .in_host(&lab.host)
+            .config(&c)
+            .via(&[
+                "strace",
+                "-f",
+                "-qq",
+                "-e",
+                "trace=membarrier",
+                "-o",
+                &trace,
+            ])
+            .run()
+            .ok();
+        std::fs::read_to_string(&trace)
             .unwrap()
             .matches("membarrier(")
             .count()
     };
-    let (add, add_trace) = traced("add");
-    run(&add, "ADD", &lab.host, lab.ns(i), "fwsettle1", &c).ok();
     let a4 = v4_addr(&prev);
+    let add = waits("ADD", "add");
     assert!(has_address_rules(&lab.host, &a4));
-    let (del, del_trace) = traced("del");
-    run(&del, "DEL", &lab.host, lab.ns(i), "fwsettle1", &c).ok();
+    let del = waits("DEL", "del");
     assert!(no_address_rules(&lab.host, &a4));
-    let (again, again_trace) = traced("again");
-    run(&again, "DEL", &lab.host, lab.ns(i), "fwsettle1", &c).ok();
-    let got = (waits(&add_trace), waits(&del_trace), waits(&again_trace));
+    let got = (add, del, waits("DEL", "again"));
     assert_eq!(got, (0, 1, 0), "membarrier calls of ADD, DEL, DEL again");
 }
