@@ -76,7 +76,7 @@ fn bn_every_config_key_has_a_readme_line() {
 }
 
 /// A small run as `scripts/bench` writes it: two rows, each missing a
-/// target, one with a floor; the spawn floor, sizes.
+/// target, one with a floor; the spawn and std floors, sizes.
 fn fixture() -> serde_json::Value {
     let side = |median: f64, p90: f64, rss: u64| {
         json!({"wall_ms": [median, p90], "rss_kib": [rss], "wall_median": median,
@@ -91,6 +91,8 @@ fn fixture() -> serde_json::Value {
         "ours": {"dir": "/tmp/x"}, "runs": 33, "filters": [], "multicall": false,
         "spawn_floor": {"wall_ms": [0.17], "ref_wall_ms": [1.9], "median": 0.171,
                         "p90": 0.199, "ref_median": 1.93},
+        "std_floor": {"wall_ms": [0.24], "version_wall_ms": [0.27], "median": 0.241,
+                      "p90": 0.25, "version_median": 0.271},
         "rows": [
             {"name": "bnrow ADD", "plugin": "bridge", "against": "go",
              "sides": {"ours": side(2.346, 3.456, 900), "ref": side(8.766, 9.876, 7200),
@@ -148,6 +150,9 @@ fn bn_bench_report_renders_its_json() {
         // A missed target is in bold.
         "| bnrow DEL | 17.5 / 19.2 | Go | 16.2 / 18.0 |  | **1.077×** |  | 0.129× | time ≤ 0.85× |",
         "0.17 ms median",
+        // The std floor, and what it costs over the spawn floor.
+        "0.24 ms median, p90 0.25 ms, 0.07 ms over the spawn floor",
+        "loopback VERSION beside it: 0.27 ms",
         "| bridge | 1,222,160 | 2,943,104 | 0.415× | ≤ 0.5× |",
         "18,583,112",
     ] {
@@ -193,7 +198,7 @@ fn storm_fixture() -> serde_json::Value {
     };
     let mut run = fixture();
     let meta = run.as_object_mut().unwrap();
-    for key in ["rows", "spawn_floor", "sizes", "set_sizes"] {
+    for key in ["rows", "spawn_floor", "std_floor", "sizes", "set_sizes"] {
         meta.remove(key);
     }
     meta.insert("kind".into(), json!("storm"));
