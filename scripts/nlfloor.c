@@ -28,8 +28,8 @@
  *            netlink one); answers read until the NLMSG_ERROR of seq a
  *            (the ACK of the request that asked for one)
  *  12 SETTLE membarrier(MEMBARRIER_CMD_GLOBAL): an RCU grace period waited
- *            for, as the plugins do after deleting rules in a crowd
- *            (cni_fw::settle)
+ *            for, as the plugins do after deleting rules (cni_fw::settle:
+ *            firewall and portmap always, bridge in a crowd)
  * Exits 0, or 1 with "nlfloor: record R error E" on stderr. */
 #if defined(__x86_64__)
 enum { S_READ = 0, S_WRITE = 1, S_CLOSE = 3, S_PWRITE = 18, S_IOCTL = 16, S_FLOCK = 73, S_SOCKET = 41, S_SENDTO = 44,
